@@ -1,0 +1,307 @@
+#include "algorithms/plan.h"
+
+#include <array>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace braid {
+
+std::string_view collectiveName(Collective coll) {
+  static constexpr std::array<std::string_view, kNumCollectives> kNames = {
+      "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
+  return kNames[static_cast<int>(coll)];
+}
+
+std::string_view algorithmName(Algorithm algo) {
+  static constexpr std::array<std::string_view, kNumAlgorithms> kNames = {"ring", "pairwise"};
+  return kNames[static_cast<int>(algo)];
+}
+
+std::string_view stepOpName(StepOp op) {
+  switch (op) {
+    case StepOp::kSend: return "send";
+    case StepOp::kRecv: return "recv";
+    case StepOp::kRecvReduceSend: return "recvReduceSend";
+    case StepOp::kRecvReduceCopy: return "recvReduceCopy";
+    case StepOp::kRecvCopySend: return "recvCopySend";
+    case StepOp::kRecvReduceCopySend: return "recvReduceCopySend";
+    case StepOp::kCopySend: return "copySend";
+    case StepOp::kLocalCopy: return "localCopy";
+    case StepOp::kLocalReduce: return "localReduce";
+    case StepOp::kSendRecv: return "sendRecv";
+    case StepOp::kSendRecvReduce: return "sendRecvReduce";
+  }
+  return "invalid";
+}
+
+StepShape stepShape(StepOp op) {
+  //                                recvs  sends  src    src2   dst    reduce indep
+  switch (op) {
+    case StepOp::kSend: return {false, true, true, false, false, false, false};
+    case StepOp::kRecv: return {true, false, false, false, true, false, false};
+    case StepOp::kRecvReduceSend: return {true, true, true, false, false, true, false};
+    case StepOp::kRecvReduceCopy: return {true, false, true, false, true, true, false};
+    case StepOp::kRecvCopySend: return {true, true, false, false, true, false, false};
+    case StepOp::kRecvReduceCopySend: return {true, true, true, false, true, true, false};
+    case StepOp::kCopySend: return {false, true, true, false, true, false, false};
+    case StepOp::kLocalCopy: return {false, false, true, false, true, false, false};
+    case StepOp::kLocalReduce: return {false, false, true, true, true, true, false};
+    case StepOp::kSendRecv: return {true, true, true, false, true, false, true};
+    case StepOp::kSendRecvReduce: return {true, true, true, true, true, true, true};
+  }
+  return {};
+}
+
+size_t Plan::stepCount() const {
+  size_t n = 0;
+  for (const Lane& lane : lanes) n += lane.steps.size();
+  return n;
+}
+
+namespace {
+
+std::string refText(BufferRef ref) {
+  static constexpr std::array<std::string_view, 4> kNames = {"-", "in", "out", "scratch"};
+  std::ostringstream os;
+  os << kNames[static_cast<int>(ref.buffer)];
+  if (ref.buffer != BufferId::kNone) os << "+" << ref.offset;
+  return os.str();
+}
+
+std::string stepText(const Step& s) {
+  std::ostringstream os;
+  os << stepOpName(s.op) << " bytes=" << s.bytes;
+  if (s.sendBytes != s.bytes) os << " sendBytes=" << s.sendBytes;
+  if (s.nrecv) {
+    os << " from=";
+    for (int i = 0; i < s.nrecv; ++i) os << (i ? "," : "") << s.recvPeers[i];
+  }
+  if (s.nsend) {
+    os << " to=";
+    for (int i = 0; i < s.nsend; ++i) os << (i ? "," : "") << s.sendPeers[i];
+  }
+  if (s.src.buffer != BufferId::kNone) os << " src=" << refText(s.src);
+  if (s.src2.buffer != BufferId::kNone) os << " src2=" << refText(s.src2);
+  if (s.dst.buffer != BufferId::kNone) os << " dst=" << refText(s.dst);
+  if (s.flags & kStepFinalize) os << " finalize";
+  return os.str();
+}
+
+Status checkRange(const Plan& plan, BufferRef ref, uint64_t bytes, const char* what) {
+  uint64_t extent = 0;
+  switch (ref.buffer) {
+    case BufferId::kNone: return invalidUsage(std::string(what) + " names no buffer");
+    case BufferId::kInput: extent = plan.inputBytes; break;
+    case BufferId::kOutput: extent = plan.outputBytes; break;
+    case BufferId::kScratch: extent = plan.scratchBytes; break;
+  }
+  if (ref.offset > extent || bytes > extent - ref.offset) {
+    return internalError(std::string(what) + " " + refText(ref) + " + " + std::to_string(bytes) +
+                         " runs past its buffer of " + std::to_string(extent) + " bytes");
+  }
+  if (ref.offset % plan.elemSize != 0) {
+    return internalError(std::string(what) + " offset is not a whole element");
+  }
+  return okStatus();
+}
+
+Status checkPeers(const Plan& plan, const int32_t* peers, int n, const char* what) {
+  if (n < 1 || n > kMaxStepPeers) return internalError(std::string(what) + " peer count invalid");
+  for (int i = 0; i < n; ++i) {
+    if (peers[i] < 0 || peers[i] >= plan.nranks || peers[i] == plan.rank) {
+      return internalError(std::string(what) + " peer " + std::to_string(peers[i]) + " invalid");
+    }
+  }
+  return okStatus();
+}
+
+Status validateStep(const Plan& plan, const Step& s, uint32_t slotBytes) {
+  const StepShape shape = stepShape(s.op);
+  if (s.bytes % plan.elemSize != 0 || s.sendBytes % plan.elemSize != 0) {
+    return internalError("size is not a whole number of elements");
+  }
+  if (!shape.independent && shape.recvs && shape.sends && s.bytes != s.sendBytes) {
+    return internalError("dependent step with different send and recv sizes");
+  }
+  if (shape.recvs) {
+    RETURN_IF_ERROR(checkPeers(plan, s.recvPeers, s.nrecv, "recv"));
+    if (s.bytes > slotBytes) return internalError("recv larger than a slot");
+    if (!shape.reduces && s.nrecv != 1) return internalError("copy from several peers");
+  } else if (s.nrecv != 0) {
+    return internalError("recv peers on a step that does not receive");
+  }
+  if (shape.sends) {
+    RETURN_IF_ERROR(checkPeers(plan, s.sendPeers, s.nsend, "send"));
+    if (s.sendBytes > slotBytes) return internalError("send larger than a slot");
+  } else if (s.nsend != 0) {
+    return internalError("send peers on a step that does not send");
+  }
+  const uint64_t srcBytes = shape.independent ? s.sendBytes : s.bytes;
+  if (shape.readsSrc) RETURN_IF_ERROR(checkRange(plan, s.src, srcBytes, "src"));
+  if (shape.readsSrc2) RETURN_IF_ERROR(checkRange(plan, s.src2, s.bytes, "src2"));
+  if (shape.writesDst) {
+    RETURN_IF_ERROR(checkRange(plan, s.dst, s.bytes, "dst"));
+    if (s.dst.buffer == BufferId::kInput) return internalError("step writes the input buffer");
+  }
+  if (shape.reduces) {
+    const int inputs = (shape.recvs ? s.nrecv : 0) + (shape.readsSrc && !shape.independent) +
+                       shape.readsSrc2;
+    if (inputs < 2) return internalError("reduction with fewer than two inputs");
+  }
+  return okStatus();
+}
+
+}  // namespace
+
+Status validatePlan(const Plan& plan, uint32_t slotBytes) {
+  if (plan.elemSize == 0) return internalError("plan without an element size");
+  // A connector is (peer, direction, channel); two lanes sharing one would interleave slots.
+  std::set<std::tuple<int, int, int>> owner;  // (peer, direction, channel) -> used
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    const Lane& lane = plan.lanes[l];
+    std::set<std::tuple<int, int, int>> mine;
+    for (size_t i = 0; i < lane.steps.size(); ++i) {
+      const Step& s = lane.steps[i];
+      Status status = validateStep(plan, s, slotBytes);
+      if (!status.ok()) {
+        return status.withContext("lane " + std::to_string(l) + " step " + std::to_string(i) +
+                                  " (" + stepText(s) + ")");
+      }
+      for (int p = 0; p < s.nrecv; ++p) mine.insert({s.recvPeers[p], 0, lane.channel});
+      for (int p = 0; p < s.nsend; ++p) mine.insert({s.sendPeers[p], 1, lane.channel});
+    }
+    for (const auto& key : mine) {
+      if (!owner.insert(key).second) {
+        return internalError("lane " + std::to_string(l) + " shares a connector with another lane");
+      }
+    }
+  }
+  return okStatus();
+}
+
+std::string describePlan(const Plan& plan, bool all) {
+  std::ostringstream os;
+  os << collectiveName(plan.coll) << "/" << algorithmName(plan.algo) << " rank " << plan.rank
+     << "/" << plan.nranks << ": " << plan.lanes.size() << " lanes, " << plan.stepCount()
+     << " steps, in=" << plan.inputBytes << " out=" << plan.outputBytes
+     << " scratch=" << plan.scratchBytes;
+  if (all) {
+    for (size_t l = 0; l < plan.lanes.size(); ++l) {
+      os << "\n lane " << l << " (channel " << plan.lanes[l].channel << ")";
+      for (const Step& s : plan.lanes[l].steps) os << "\n  " << stepText(s);
+    }
+  }
+  return os.str();
+}
+
+namespace {
+
+Step makeStep(StepOp op, uint32_t bytes) {
+  Step s;
+  s.op = op;
+  s.bytes = bytes;
+  s.sendBytes = bytes;
+  return s;
+}
+
+void addRecv(Step& s, int peer) { s.recvPeers[s.nrecv++] = peer; }
+void addSend(Step& s, int peer) { s.sendPeers[s.nsend++] = peer; }
+
+}  // namespace
+
+Step makeSend(int peer, BufferRef src, uint32_t bytes) {
+  Step s = makeStep(StepOp::kSend, bytes);
+  addSend(s, peer);
+  s.src = src;
+  return s;
+}
+
+Step makeRecv(int peer, BufferRef dst, uint32_t bytes) {
+  Step s = makeStep(StepOp::kRecv, bytes);
+  addRecv(s, peer);
+  s.dst = dst;
+  return s;
+}
+
+Step makeRecvReduceSend(int recvPeer, int sendPeer, BufferRef src, uint32_t bytes) {
+  Step s = makeStep(StepOp::kRecvReduceSend, bytes);
+  addRecv(s, recvPeer);
+  addSend(s, sendPeer);
+  s.src = src;
+  return s;
+}
+
+Step makeRecvReduceCopy(int recvPeer, BufferRef src, BufferRef dst, uint32_t bytes) {
+  Step s = makeStep(StepOp::kRecvReduceCopy, bytes);
+  addRecv(s, recvPeer);
+  s.src = src;
+  s.dst = dst;
+  return s;
+}
+
+Step makeRecvCopySend(int recvPeer, int sendPeer, BufferRef dst, uint32_t bytes) {
+  Step s = makeStep(StepOp::kRecvCopySend, bytes);
+  addRecv(s, recvPeer);
+  addSend(s, sendPeer);
+  s.dst = dst;
+  return s;
+}
+
+Step makeRecvReduceCopySend(int recvPeer, int sendPeer, BufferRef src, BufferRef dst,
+                            uint32_t bytes) {
+  Step s = makeStep(StepOp::kRecvReduceCopySend, bytes);
+  addRecv(s, recvPeer);
+  addSend(s, sendPeer);
+  s.src = src;
+  s.dst = dst;
+  return s;
+}
+
+Step makeCopySend(int sendPeer, BufferRef src, BufferRef dst, uint32_t bytes) {
+  Step s = makeStep(StepOp::kCopySend, bytes);
+  addSend(s, sendPeer);
+  s.src = src;
+  s.dst = dst;
+  return s;
+}
+
+Step makeLocalCopy(BufferRef src, BufferRef dst, uint32_t bytes) {
+  Step s = makeStep(StepOp::kLocalCopy, bytes);
+  s.src = src;
+  s.dst = dst;
+  return s;
+}
+
+Step makeLocalReduce(BufferRef src, BufferRef src2, BufferRef dst, uint32_t bytes) {
+  Step s = makeStep(StepOp::kLocalReduce, bytes);
+  s.src = src;
+  s.src2 = src2;
+  s.dst = dst;
+  return s;
+}
+
+Step makeSendRecv(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer, BufferRef dst,
+                  uint32_t recvBytes) {
+  Step s = makeStep(StepOp::kSendRecv, recvBytes);
+  s.sendBytes = sendBytes;
+  addSend(s, sendPeer);
+  addRecv(s, recvPeer);
+  s.src = src;
+  s.dst = dst;
+  return s;
+}
+
+Step makeSendRecvReduce(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer,
+                        BufferRef src2, BufferRef dst, uint32_t recvBytes) {
+  Step s = makeStep(StepOp::kSendRecvReduce, recvBytes);
+  s.sendBytes = sendBytes;
+  addSend(s, sendPeer);
+  addRecv(s, recvPeer);
+  s.src = src;
+  s.src2 = src2;
+  s.dst = dst;
+  return s;
+}
+
+}  // namespace braid

@@ -1,0 +1,56 @@
+// Config: every environment variable Braid reads, parsed once at communicator init into an
+// immutable struct. One table (config.cc) lists each variable with its default and a doc line;
+// braid-perf --help-env prints it. A malformed value is an error naming the variable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/log.h"
+#include "core/status.h"
+
+namespace braid {
+
+struct Config {
+  // Logging.
+  LogLevel debugLevel = LogLevel::kWarn;
+  uint32_t debugSubsys = kAllSubsys;
+  std::string debugFile;
+
+  // Failure handling.
+  double timeoutSeconds = 300;  ///< 0 = never
+
+  // Data path.
+  int nchannels = 0;          ///< 0 = chosen by the tuner
+  uint32_t chunkBytes = 0;    ///< 0 = chosen by the tuner
+  int nslots = 4;             ///< FIFO depth per connector
+  uint32_t slotBytes = 0;     ///< derived: FIFO slot size, the largest chunk any call may use
+
+  // Selection and topology (parsed further by the tuner / topology code).
+  std::string algo;
+  std::string transport;
+  std::string tuningFile;
+  std::string topoFile;
+  std::string topoDumpFile;
+  std::string hostId;
+  std::string socketIfname;
+  std::string ibHca;
+
+  /// Reads the environment, with `overrides` ("NAME=value" strings) taking precedence.
+  static Result<Config> load(const std::vector<std::string>& overrides = {});
+};
+
+/// One documented variable; the table is what --help-env prints.
+struct ConfigVarInfo {
+  std::string_view name;
+  std::string_view defaultText;
+  std::string_view doc;
+};
+const std::vector<ConfigVarInfo>& configVariables();
+
+/// Parses "64K", "1M", "2G", "123" (powers of 1024) into bytes.
+Result<uint64_t> parseByteSize(std::string_view text);
+
+}  // namespace braid
