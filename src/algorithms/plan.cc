@@ -1,6 +1,7 @@
 #include "algorithms/plan.h"
 
 #include <array>
+#include <cassert>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -9,12 +10,14 @@ namespace braid {
 
 std::string_view collectiveName(Collective coll) {
   static constexpr std::array<std::string_view, kNumCollectives> kNames = {
-      "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
+      "allreduce", "broadcast", "reduce",   "allgather",
+      "reducescatter", "alltoall", "send", "recv"};
   return kNames[static_cast<int>(coll)];
 }
 
 std::string_view algorithmName(Algorithm algo) {
-  static constexpr std::array<std::string_view, kNumAlgorithms> kNames = {"ring", "pairwise"};
+  static constexpr std::array<std::string_view, kNumAlgorithms> kNames = {
+      "ring", "pairwise", "tree", "rhd", "rd", "direct"};
   return kNames[static_cast<int>(algo)];
 }
 
@@ -209,6 +212,16 @@ void addRecv(Step& s, int peer) { s.recvPeers[s.nrecv++] = peer; }
 void addSend(Step& s, int peer) { s.sendPeers[s.nsend++] = peer; }
 
 }  // namespace
+
+void addRecvPeer(Step& step, int peer) {
+  assert(step.nrecv < kMaxStepPeers);
+  addRecv(step, peer);
+}
+
+void addSendPeer(Step& step, int peer) {
+  assert(step.nsend < kMaxStepPeers);
+  addSend(step, peer);
+}
 
 Step makeSend(int peer, BufferRef src, uint32_t bytes) {
   Step s = makeStep(StepOp::kSend, bytes);

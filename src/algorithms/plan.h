@@ -28,9 +28,10 @@ enum class Collective : uint8_t {
   kAllGather,
   kReduceScatter,
   kAllToAll,
-  kSendRecv,
+  kSend,  ///< one point-to-point send (each braidSend is its own plan)
+  kRecv,  ///< one point-to-point receive
 };
-constexpr int kNumCollectives = 7;
+constexpr int kNumCollectives = 8;
 
 /// "allreduce", "broadcast", ... as braid-perf and BRAID_ALGO spell them.
 std::string_view collectiveName(Collective coll);
@@ -105,9 +106,13 @@ struct Lane {
 /// Algorithms. Not every algorithm serves every collective (see algorithms.h).
 enum class Algorithm : uint8_t {
   kRing,      ///< pipelined ring (chain for rooted collectives)
-  kPairwise,  ///< pairwise exchange, all-to-all and send/recv
+  kPairwise,  ///< pairwise exchange: all-to-all; the direct path of send/recv
+  kTree,      ///< pipelined binary trees (a double binary tree over two channels)
+  kRhd,       ///< recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner
+  kRd,        ///< recursive doubling: whole-vector exchanges, Bruck for all-gather at other n
+  kDirect,    ///< one-shot: every rank sends to all others and reduces in rank order
 };
-constexpr int kNumAlgorithms = 2;
+constexpr int kNumAlgorithms = 6;
 std::string_view algorithmName(Algorithm algo);
 
 /// Everything that determines a plan. Plans are cached by this key per communicator.
@@ -117,6 +122,7 @@ struct PlanRequest {
   int nranks = 1;
   int rank = 0;
   int root = 0;             ///< Broadcast / Reduce
+  int peer = -1;            ///< Send / Recv
   uint64_t count = 0;       ///< elements as the public API counts them (per rank / per peer)
   uint32_t elemSize = 4;
   bool inPlace = false;     ///< sendbuff and recvbuff overlap as the API defines in-place
@@ -166,6 +172,11 @@ Step makeSendRecv(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer,
                   uint32_t recvBytes);
 Step makeSendRecvReduce(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer,
                         BufferRef src2, BufferRef dst, uint32_t recvBytes);
+
+/// Adds a peer to a step built by a constructor above (a tree node reducing from two children,
+/// or sending to both); at most kMaxStepPeers each.
+void addRecvPeer(Step& step, int peer);
+void addSendPeer(Step& step, int peer);
 
 inline BufferRef input(uint64_t offset) { return {BufferId::kInput, offset}; }
 inline BufferRef output(uint64_t offset) { return {BufferId::kOutput, offset}; }

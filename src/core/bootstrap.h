@@ -10,6 +10,14 @@
 // peer's listener on demand for send/recv. Every connection is authenticated the same way; one that
 // fails, stalls or sends a malformed or oversized frame is dropped without disturbing the others.
 // Every wait honours the deadline and the abort flag.
+//
+// split needs no root: the parent all-gathers (color, key, a fresh listener address), members of
+// a color derive the group's secret from the parent's (HMAC of a label, the parent's split count
+// and the color), order themselves by (key, parent rank) and connect their ring directly.
+//
+// Files: socket.h (sockets, deadlines, interface choice), auth.h (handshake), unique_id.h (the id
+// layout), bootstrap_wire.h (frames), bootstrap_root.cc, bootstrap_service.cc (each rank's
+// listener thread), bootstrap.cc (join, collectives, send/recv, split).
 #pragma once
 
 #include <atomic>
@@ -25,18 +33,30 @@
 namespace braid {
 
 /// How long a bootstrap operation may wait, and a flag that cancels it (braidCommAbort).
+/// A wait that runs out returns braidTimeout; one ended by the abort flag returns
+/// braidRemoteError with "aborted" in its message.
 struct WaitPolicy {
   double timeoutSeconds = 300;                 ///< 0 = wait forever
-  const std::atomic<bool>* abort = nullptr;    ///< when set and true, waits end with an error
+  /// When set and true, waits end with an error. Must outlive the Bootstrap (and its splits).
+  const std::atomic<bool>* abort = nullptr;
+  /// How long an incoming connection may take to prove the secret and say who it is before this
+  /// rank's listener drops it (protects against strangers that connect and stall); <= 0: 5 s.
+  double handshakeSeconds = 5;
 };
 
-/// Makes a unique id and starts the root listener thread that serves its one rendezvous.
-/// ifname: BRAID_SOCKET_IFNAME (empty: first non-loopback interface that is up, else loopback).
-Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeoutSeconds);
+/// Makes a unique id and starts the root listener thread that serves its one rendezvous: it
+/// exits once every rank has the address table, when the ranks disagree (each is told why), or
+/// when timeoutSeconds (0 = never) pass. ifname: BRAID_SOCKET_IFNAME grammar (empty: first
+/// non-loopback interface that is up, else loopback). handshakeSeconds: as in WaitPolicy.
+Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeoutSeconds,
+                                         double handshakeSeconds = 5);
 
 /// What one rank learns from a split: its place in the new group and the group's bootstrap.
 struct SplitResult;
 
+/// One rank's bootstrap. Calls on one Bootstrap must not overlap (one thread at a time); a
+/// service thread per Bootstrap accepts and reads incoming connections in the background, so a
+/// peer's send never waits for this rank to call recv.
 class Bootstrap {
  public:
   /// Joins the rendezvous of `id` as `rank` of `nranks`; returns once the ring is connected.
@@ -49,11 +69,18 @@ class Bootstrap {
 
   int rank() const;
   int nranks() const;
+  /// The address this rank's listener accepts connections on ("ip:port"), for logs and tests.
+  std::string listenerAddress() const;
 
   /// data holds nranks blocks of bytesPerRank; this rank's block is filled, the rest is received.
+  /// Runs nranks-1 steps around the ring. After a failure the ring is torn down (so the failure
+  /// reaches every rank quickly) and later ring operations return the same error.
   Status allGather(void* data, size_t bytesPerRank);
+  /// Returns once every rank has entered the barrier.
   Status barrier();
   /// Point-to-point messages; a (peer, tag) pair is delivered in order. Sizes must match exactly.
+  /// send returns once the message is handed to the kernel; messages for tags nobody has asked
+  /// for yet are kept until recv asks. peer may be this rank.
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, void* data, size_t bytes);
 

@@ -1,0 +1,436 @@
+#include "perf/perf_bench.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/dtype.h"
+#include "perf/perf_data.h"
+#include "perf/perf_report.h"
+
+namespace braid::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
+  if (result == braidSuccess) return okStatus();
+  const char* detail = braidGetLastError(comm);
+  return Status(result,
+                std::string(call) + " failed: " + braidGetErrorString(result) +
+                    (detail != nullptr && *detail != '\0' ? ": " + std::string(detail) : ""));
+}
+
+/// Page-aligned, pre-touched host memory (first-touch faults stay out of the timings).
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  static Result<HostBuffer> allocate(size_t bytes) {
+    constexpr size_t kAlign = 4096;
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+    if (p == nullptr) return systemError("cannot allocate " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded == 0 ? kAlign : rounded);
+    return HostBuffer(static_cast<unsigned char*>(p));
+  }
+  unsigned char* data() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  explicit HostBuffer(unsigned char* p) : data_(p) {}
+  std::unique_ptr<unsigned char, Free> data_;
+};
+
+/// A communicator destroyed with its owner.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  explicit CommHandle(braidComm_t comm) : comm_(comm) {}
+  CommHandle(CommHandle&& other) noexcept : comm_(other.comm_) { other.comm_ = nullptr; }
+  CommHandle& operator=(CommHandle&&) = delete;
+  ~CommHandle() {
+    if (comm_ != nullptr) braidCommDestroy(comm_);
+  }
+  braidComm_t get() const { return comm_; }
+
+ private:
+  braidComm_t comm_ = nullptr;
+};
+
+/// Where one placement's operands lie.
+struct Operands {
+  unsigned char* send = nullptr;
+  unsigned char* recv = nullptr;
+  unsigned char* outputEnd = nullptr;  ///< the guard after the output starts here
+};
+
+/// One measurement, combined over ranks.
+struct Sample {
+  double seconds = 0;
+  std::optional<uint64_t> wrong;
+};
+
+struct RankRecord {
+  int32_t pid;
+  char host[60];
+};
+static_assert(sizeof(RankRecord) == 64);
+
+class RankBench {
+ public:
+  RankBench(const RunSpec& spec, int rank) : spec_(spec), opt_(spec.options), rank_(rank) {}
+
+  Result<int> run() {
+    RETURN_IF_ERROR(createComms());
+    RETURN_IF_ERROR(printPreamble());
+    const uint64_t bytes = opt_.maxBytes + 2 * kGuardBytes;
+    ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::allocate(bytes));
+    ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::allocate(bytes));
+    sendBuf_ = std::move(send);
+    recvBuf_ = std::move(recv);
+    averages_.resize(comms_.size());
+    for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle) {
+      RETURN_IF_ERROR(sweepAll());
+    }
+    if (rank_ == 0) RETURN_IF_ERROR(printSummary());
+    return totalWrong_ == 0 ? 0 : 1;
+  }
+
+ private:
+  bool algoColumns() const { return opt_.algo == "all"; }
+  int n() const { return spec_.nranks; }
+  braidComm_t comm0() const { return comms_.front().get(); }
+
+  Status createComms() {
+    for (size_t i = 0; i < spec_.ids.size(); ++i) {
+      std::vector<std::string> settings;
+      if (!spec_.algorithms[i].empty()) settings.push_back("BRAID_ALGO=" + spec_.algorithms[i]);
+      if (opt_.timeoutSeconds >= 0) {
+        char text[64];
+        std::snprintf(text, sizeof(text), "BRAID_TIMEOUT=%g", opt_.timeoutSeconds);
+        settings.push_back(text);
+      }
+      std::vector<const char*> pointers;
+      for (const std::string& s : settings) pointers.push_back(s.c_str());
+      pointers.push_back(nullptr);
+      braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+      config.settings = pointers.data();
+      braidComm_t comm = nullptr;
+      RETURN_IF_ERROR(apiStatus(braidCommInitRankConfig(&comm, n(), spec_.ids[i], rank_, &config),
+                                "braidCommInitRankConfig", nullptr));
+      comms_.emplace_back(comm);
+    }
+    return okStatus();
+  }
+
+  Status printPreamble() {
+    RankRecord mine{};
+    mine.pid = static_cast<int32_t>(getpid());
+    gethostname(mine.host, sizeof(mine.host) - 1);
+    std::vector<RankRecord> all(static_cast<size_t>(n()));
+    RETURN_IF_ERROR(apiStatus(
+        braidAllGather(&mine, all.data(), sizeof(RankRecord), braidUint8, comm0(), nullptr),
+        "braidAllGather", comm0()));
+    if (rank_ != 0) return okStatus();
+    std::vector<RankInfo> ranks;
+    for (int r = 0; r < n(); ++r) {
+      all[r].host[sizeof(all[r].host) - 1] = '\0';
+      ranks.push_back({r, all[r].pid, all[r].host});
+    }
+    std::string text = formatHeader(opt_) + formatRanks(ranks);
+    text += algoColumns() ? formatAlgoColumnHeader(spec_.algorithms) : formatColumnHeader();
+    emit(text);
+    return okStatus();
+  }
+
+  Status sweepAll() {
+    const bool reduces = collectiveReduces(opt_.collective);
+    const std::vector<braidRedOp_t> ops = reduces ? opt_.ops : std::vector<braidRedOp_t>{braidSum};
+    std::vector<int> roots = {-1};
+    if (collectiveHasRoot(opt_.collective)) {
+      roots.clear();
+      for (int r = 0; r < n(); ++r) {
+        if (opt_.root == -1 || opt_.root == r) roots.push_back(r);
+      }
+    }
+    for (braidDataType_t type : opt_.dataTypes) {
+      for (braidRedOp_t op : ops) {
+        for (int root : roots) {
+          for (uint64_t bytes : sweepSizes(opt_))
+            RETURN_IF_ERROR(measureSize(type, op, root, bytes));
+        }
+      }
+    }
+    return okStatus();
+  }
+
+  Status measureSize(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) {
+    CheckSpec check;
+    check.coll = opt_.collective;
+    check.type = type;
+    check.op = op;
+    check.nranks = n();
+    check.rank = rank_;
+    check.root = root < 0 ? 0 : root;
+    check.shape = collShape(opt_.collective, bytes, dataTypeSize(type), n());
+    const std::string_view opName = collectiveReduces(opt_.collective) ? redOpName(op) : "none";
+    std::string row = formatRowPrefix(check.shape.reportBytes(), check.shape.paramCount,
+                                      dataTypeName(type), opName, root);
+
+    std::vector<double> busBws;
+    std::optional<uint64_t> algoWrong;
+    for (size_t c = 0; c < comms_.size(); ++c) {
+      for (bool inPlace : {false, true}) {
+        if (inPlace && algoColumns()) continue;
+        ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace));
+        const Bandwidth bw = bandwidth(opt_.collective, check.shape, n(), sample.seconds);
+        averages_[c].add(bw.busBw);
+        if (sample.wrong) {
+          totalWrong_ += *sample.wrong;
+          algoWrong = algoWrong.value_or(0) + *sample.wrong;
+        }
+        if (algoColumns()) {
+          busBws.push_back(bw.busBw);
+        } else {
+          row += formatPlacement(sample.seconds * 1e6, bw, sample.wrong);
+        }
+        if (rank_ == 0 && !opt_.jsonFile.empty()) {
+          json_.add({std::string(perfCollectiveName(opt_.collective)),
+                     spec_.algorithms[c].empty() ? "auto" : spec_.algorithms[c],
+                     std::string(dataTypeName(type)), std::string(opName), root,
+                     check.shape.reportBytes(), check.shape.paramCount, n(), sample.seconds * 1e6,
+                     bw.algBw, bw.busBw, sample.wrong, inPlace});
+        }
+      }
+    }
+    if (algoColumns()) row += formatAlgoCells(spec_.algorithms, busBws, algoWrong);
+    if (rank_ == 0) emit(row + "\n");
+    return okStatus();
+  }
+
+  Operands operands(const CheckSpec& check, bool inPlace) const {
+    const CollShape& s = check.shape;
+    Operands o;
+    if (!inPlace) {
+      o.send = sendBuf_.data() + kGuardBytes;
+      o.recv = recvBuf_.data() + kGuardBytes;
+      o.outputEnd = o.recv + s.recvBytes();
+      return o;
+    }
+    unsigned char* base = recvBuf_.data() + kGuardBytes;
+    const uint64_t rank = static_cast<uint64_t>(rank_);
+    o.send = base + rank * s.sendInPlaceOffset * s.typeSize;
+    o.recv = base + rank * s.recvInPlaceOffset * s.typeSize;
+    o.outputEnd = base + s.inPlaceBytes();
+    return o;
+  }
+
+  Status issue(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
+    const uint64_t count = c.shape.paramCount;
+    switch (c.coll) {
+      case PerfCollective::kAllReduce:
+        return apiStatus(braidAllReduce(o.send, o.recv, count, c.type, c.op, comm, nullptr),
+                         "braidAllReduce", comm);
+      case PerfCollective::kBroadcast:
+        return apiStatus(braidBroadcast(o.send, o.recv, count, c.type, c.root, comm, nullptr),
+                         "braidBroadcast", comm);
+      case PerfCollective::kReduce:
+        return apiStatus(braidReduce(o.send, o.recv, count, c.type, c.op, c.root, comm, nullptr),
+                         "braidReduce", comm);
+      case PerfCollective::kAllGather:
+        return apiStatus(braidAllGather(o.send, o.recv, count, c.type, comm, nullptr),
+                         "braidAllGather", comm);
+      case PerfCollective::kReduceScatter:
+        return apiStatus(braidReduceScatter(o.send, o.recv, count, c.type, c.op, comm, nullptr),
+                         "braidReduceScatter", comm);
+      case PerfCollective::kAllToAll:
+        return apiStatus(braidAllToAll(o.send, o.recv, count, c.type, comm, nullptr),
+                         "braidAllToAll", comm);
+      case PerfCollective::kSendRecv: {
+        RETURN_IF_ERROR(apiStatus(braidGroupStart(), "braidGroupStart", nullptr));
+        Status sent =
+            apiStatus(braidSend(o.send, count, c.type, (c.rank + 1) % c.nranks, comm, nullptr),
+                      "braidSend", comm);
+        Status received = apiStatus(
+            braidRecv(o.recv, count, c.type, (c.rank + c.nranks - 1) % c.nranks, comm, nullptr),
+            "braidRecv", comm);
+        // The group must close even when a call inside it failed.
+        Status ended = apiStatus(braidGroupEnd(), "braidGroupEnd", comm);
+        RETURN_IF_ERROR(sent);
+        RETURN_IF_ERROR(received);
+        return ended;
+      }
+    }
+    return internalError("unknown collective");
+  }
+
+  /// One timed iteration: aggIters operations, grouped when more than one.
+  Status iteration(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
+    if (opt_.aggIters == 1) return issue(comm, c, o);
+    RETURN_IF_ERROR(apiStatus(braidGroupStart(), "braidGroupStart", nullptr));
+    Status status;
+    for (int a = 0; a < opt_.aggIters && status.ok(); ++a) status = issue(comm, c, o);
+    Status ended = apiStatus(braidGroupEnd(), "braidGroupEnd", comm);
+    RETURN_IF_ERROR(status);
+    return ended;
+  }
+
+  Status barrier(braidComm_t comm) {
+    return apiStatus(braidAllReduce(&token_, &token_, 1, braidFloat32, braidSum, comm, nullptr),
+                     "braidAllReduce (barrier)", comm);
+  }
+
+  /// The per-iteration time combined over ranks as -a asks.
+  Result<double> combineTime(braidComm_t comm, double seconds) {
+    double value = seconds;
+    braidRedOp_t op = braidSum;
+    switch (opt_.average) {
+      case AverageMode::kRank0: value = rank_ == 0 ? seconds : 0.0; break;
+      case AverageMode::kAverage: break;
+      case AverageMode::kMin: op = braidMin; break;
+      case AverageMode::kMax: op = braidMax; break;
+    }
+    RETURN_IF_ERROR(apiStatus(braidAllReduce(&value, &value, 1, braidFloat64, op, comm, nullptr),
+                              "braidAllReduce (time)", comm));
+    return opt_.average == AverageMode::kAverage ? value / n() : value;
+  }
+
+  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace) {
+    const Operands o = operands(c, inPlace);
+    fillInput(c, o.send);
+    for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
+    RETURN_IF_ERROR(barrier(comm));
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < opt_.iters; ++i) RETURN_IF_ERROR(iteration(comm, c, o));
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    Sample sample;
+    ASSIGN_OR_RETURN(sample.seconds, combineTime(comm, elapsed / (static_cast<double>(opt_.iters) *
+                                                                  opt_.aggIters)));
+    // In place, a rank's send reads the buffer its receive overwrites: the result depends on how
+    // the two interleave, so there is nothing to verify (the time is still meaningful).
+    const bool verifiable = !(inPlace && c.coll == PerfCollective::kSendRecv);
+    if (opt_.check > 0 && verifiable) {
+      uint64_t wrong = 0;
+      for (int round = 0; round < opt_.check; ++round) {
+        ASSIGN_OR_RETURN(uint64_t w, verifyOnce(comm, c, o, inPlace));
+        wrong += w;
+      }
+      RETURN_IF_ERROR(
+          apiStatus(braidAllReduce(&wrong, &wrong, 1, braidUint64, braidSum, comm, nullptr),
+                    "braidAllReduce (wrong count)", comm));
+      sample.wrong = wrong;
+    }
+    return sample;
+  }
+
+  /// Refills, runs once, and counts this rank's wrong elements, changed inputs and guard bytes.
+  Result<uint64_t> verifyOnce(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                              bool inPlace) {
+    // Poison first: in place, the input filled next overlays part of the output.
+    std::memset(o.recv, kPoisonByte, c.shape.recvBytes());
+    fillInput(c, o.send);
+    unsigned char* guardBefore = recvBuf_.data();
+    writeGuard(guardBefore);
+    writeGuard(o.outputEnd);
+    RETURN_IF_ERROR(issue(comm, c, o));
+    const Mismatches out = checkOutput(c, o.recv);
+    const Mismatches in = inPlace ? Mismatches{} : checkInputIntact(c, o.send);
+    const uint64_t guard = countGuardDamage(guardBefore) + countGuardDamage(o.outputEnd);
+    const char* where = inPlace ? "in-place" : "out-of-place";
+    if (out.count > 0 || in.count > 0 || guard > 0) {
+      std::fprintf(stderr, "braid-perf: rank %d: %s %s %s %llu B %s:", rank_,
+                   std::string(perfCollectiveName(c.coll)).c_str(),
+                   std::string(dataTypeName(c.type)).c_str(), std::string(redOpName(c.op)).c_str(),
+                   static_cast<unsigned long long>(c.shape.reportBytes()), where);
+      if (out.count > 0) {
+        std::fprintf(stderr, " %llu wrong output element(s), first at %llu: expected %s, got %s;",
+                     static_cast<unsigned long long>(out.count),
+                     static_cast<unsigned long long>(out.firstIndex), out.expected.c_str(),
+                     out.actual.c_str());
+      }
+      if (in.count > 0) {
+        std::fprintf(stderr, " %llu input element(s) overwritten, first at %llu;",
+                     static_cast<unsigned long long>(in.count),
+                     static_cast<unsigned long long>(in.firstIndex));
+      }
+      if (guard > 0) {
+        std::fprintf(stderr, " %llu guard byte(s) outside the output written;",
+                     static_cast<unsigned long long>(guard));
+      }
+      std::fprintf(stderr, "\n");
+    }
+    return out.count + in.count + guard;
+  }
+
+  Status printSummary() {
+    if (algoColumns()) {
+      std::vector<double> values;
+      for (const BusBwAverage& a : averages_) values.push_back(a.value());
+      emit(formatAlgoSummary(totalWrong_, spec_.algorithms, values));
+    } else {
+      emit(formatSummary(totalWrong_, averages_.front().value()));
+    }
+    if (!opt_.jsonFile.empty()) RETURN_IF_ERROR(json_.writeFile(opt_.jsonFile));
+    return okStatus();
+  }
+
+  static void emit(const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  const RunSpec& spec_;
+  const PerfOptions& opt_;
+  const int rank_;
+  std::vector<CommHandle> comms_;
+  HostBuffer sendBuf_;
+  HostBuffer recvBuf_;
+  std::vector<BusBwAverage> averages_;
+  uint64_t totalWrong_ = 0;
+  float token_ = 0;
+  JsonReport json_{spec_.options, spec_.nranks, spec_.nprocs};
+};
+
+}  // namespace
+
+int runRank(const RunSpec& spec, int rank) {
+  Result<int> result = RankBench(spec, rank).run();
+  if (result.ok()) return result.value();
+  std::fprintf(stderr, "braid-perf: rank %d: %s\n", rank, result.status().message().c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  // Peers in this process are blocked in collectives this rank will never join.
+  _exit(2);
+}
+
+Result<std::vector<braidUniqueId>> makeUniqueIds(size_t count) {
+  std::vector<braidUniqueId> ids(count);
+  for (braidUniqueId& id : ids) {
+    RETURN_IF_ERROR(apiStatus(braidGetUniqueId(&id), "braidGetUniqueId", nullptr));
+  }
+  return ids;
+}
+
+Result<std::vector<braidUniqueId>> shareUniqueIds(size_t count, int* worldRank, int* worldSize) {
+  braidComm_t raw = nullptr;
+  RETURN_IF_ERROR(apiStatus(braidCommInitFromEnv(&raw), "braidCommInitFromEnv", nullptr));
+  CommHandle world(raw);
+  RETURN_IF_ERROR(apiStatus(braidCommUserRank(raw, worldRank), "braidCommUserRank", raw));
+  RETURN_IF_ERROR(apiStatus(braidCommCount(raw, worldSize), "braidCommCount", raw));
+  std::vector<braidUniqueId> ids(count);
+  if (*worldRank == 0) {
+    ASSIGN_OR_RETURN(ids, makeUniqueIds(count));
+  }
+  RETURN_IF_ERROR(apiStatus(braidBroadcast(ids.data(), ids.data(), count * sizeof(braidUniqueId),
+                                           braidUint8, 0, raw, nullptr),
+                            "braidBroadcast (unique ids)", raw));
+  return ids;
+}
+
+}  // namespace braid::perf

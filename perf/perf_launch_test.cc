@@ -1,0 +1,175 @@
+#include "perf/perf_launch.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace braid::perf {
+namespace {
+
+EnvLookup fakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(PerfLaunch, NoLauncher) {
+  Result<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"HOME", "/root"}}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.value().has_value());
+}
+
+TEST(PerfLaunch, EachLauncher) {
+  const std::vector<std::pair<std::string, std::string>> launchers = {
+      {"BRAID_RANK", "BRAID_WORLD_SIZE"},
+      {"RANK", "WORLD_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMI_RANK", "PMI_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto& [rankVar, sizeVar] : launchers) {
+    Result<std::optional<LauncherWorld>> r =
+        detectLauncher(fakeEnv({{rankVar, "2"}, {sizeVar, "6"}}));
+    ASSERT_TRUE(r.ok()) << rankVar << ": " << r.status().message();
+    ASSERT_TRUE(r.value().has_value()) << rankVar;
+    EXPECT_EQ(r.value()->rank, 2);
+    EXPECT_EQ(r.value()->size, 6);
+    EXPECT_EQ(r.value()->source, rankVar);
+  }
+}
+
+TEST(PerfLaunch, BraidVariablesComeFirst) {
+  Result<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"SLURM_PROCID", "0"},
+                                                                   {"SLURM_NTASKS", "1"},
+                                                                   {"BRAID_RANK", "3"},
+                                                                   {"BRAID_WORLD_SIZE", "4"}}));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.value().has_value());
+  EXPECT_EQ(r.value()->rank, 3);
+  EXPECT_EQ(r.value()->source, "BRAID_RANK");
+}
+
+TEST(PerfLaunch, MalformedWorlds) {
+  Result<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"RANK", "1"}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("WORLD_SIZE"), std::string::npos);
+  r = detectLauncher(fakeEnv({{"RANK", "4"}, {"WORLD_SIZE", "4"}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not below"), std::string::npos);
+  r = detectLauncher(fakeEnv({{"PMI_RANK", "x"}, {"PMI_SIZE", "4"}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("PMI_RANK"), std::string::npos);
+  r = detectLauncher(fakeEnv({{"PMI_RANK", "0"}, {"PMI_SIZE", "0"}}));
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(PerfLaunch, ThreadsRunEveryIndex) {
+  std::vector<std::atomic<int>> seen(5);
+  EXPECT_EQ(runThreads(5,
+                       [&](int t) {
+                         seen[t].fetch_add(1);
+                         return 0;
+                       }),
+            0);
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+  EXPECT_EQ(runThreads(4, [](int t) { return t == 2 ? 7 : (t == 3 ? 9 : 0); }), 7);
+}
+
+ParentTask payloadOf(std::string text) {
+  return [text]() -> Result<std::string> { return text; };
+}
+
+TEST(PerfLaunch, ProcessesReportTheWorstStatus) {
+  Result<int> r = runProcesses(
+      3, payloadOf(""), [](int, const std::string&) { return 0; }, std::chrono::milliseconds(1000));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 0);
+  // Each child exits with its own status: the parent sees every one of them.
+  r = runProcesses(
+      3, payloadOf(""), [](int i, const std::string&) { return i == 1 ? 5 : (i == 2 ? 4 : 0); },
+      std::chrono::milliseconds(5000));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 5);
+}
+
+TEST(PerfLaunch, EveryChildGetsThePayload) {
+  const pid_t parent = getpid();
+  const std::string big(100000, 'x');  // more than a pipe holds at once
+  Result<int> r = runProcesses(
+      3, payloadOf(big + "!"),
+      [parent, &big](int, const std::string& payload) {
+        const bool ownProcess = getppid() == parent && getpid() != parent;
+        return ownProcess && payload == big + "!" ? 0 : 1;
+      },
+      std::chrono::milliseconds(1000));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 0);
+}
+
+TEST(PerfLaunch, ChildrenAreForkedBeforeThePayloadTask) {
+  // The task starts a thread that holds a lock; children forked before it find the lock free.
+  static std::mutex lock;
+  std::atomic<bool> held{false};
+  std::atomic<bool> release{false};
+  std::thread holder;
+  Result<int> r = runProcesses(
+      2,
+      [&]() -> Result<std::string> {
+        holder = std::thread([&] {
+          std::lock_guard<std::mutex> guard(lock);
+          held = true;
+          while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+        while (!held) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return std::string("go");
+      },
+      [](int, const std::string&) {
+        if (!lock.try_lock()) return 1;
+        lock.unlock();
+        return 0;
+      },
+      std::chrono::milliseconds(1000));
+  release = true;
+  holder.join();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 0);
+}
+
+TEST(PerfLaunch, FailedPayloadTaskStopsTheChildren) {
+  Result<int> r = runProcesses(
+      2, []() -> Result<std::string> { return internalError("no ids today"); },
+      [](int, const std::string&) { return 0; }, std::chrono::milliseconds(1000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "no ids today");
+}
+
+TEST(PerfLaunch, SignalDeathAndStragglersAreKilled) {
+  Result<int> r = runProcesses(
+      2, payloadOf(""),
+      [](int i, const std::string&) {
+        if (i == 0) raise(SIGHUP);
+        // A peer stuck waiting for the dead one.
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+        return 0;
+      },
+      std::chrono::milliseconds(200));
+  ASSERT_TRUE(r.ok());
+  // The straggler did not sleep its minute out: it was killed (SIGKILL outranks SIGHUP).
+  EXPECT_EQ(r.value(), 128 + SIGKILL);
+}
+
+TEST(PerfLaunch, RejectsNoProcesses) {
+  EXPECT_FALSE(
+      runProcesses(
+          0, payloadOf(""), [](int, const std::string&) { return 0; }, std::chrono::milliseconds(1))
+          .ok());
+}
+
+}  // namespace
+}  // namespace braid::perf

@@ -1,0 +1,229 @@
+#include "perf/perf_report.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+
+namespace braid::perf {
+namespace {
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+/// Column width of one algorithm's busbw in --algo all.
+int algoWidth(const std::string& name) { return std::max<int>(7, static_cast<int>(name.size())); }
+
+std::string wrongCell(std::optional<uint64_t> wrong, int width) {
+  if (!wrong) return format("%*s", width, "N/A");
+  return format("%*llu", width, static_cast<unsigned long long>(*wrong));
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  return format("%.9g", v);
+}
+
+}  // namespace
+
+std::string formatHeader(const PerfOptions& o) {
+  const bool factor = o.stepFactor > 1;
+  std::string out = format(
+      "# nThread %d nGpus 1 minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d "
+      "agg iters: %d validation: %d graph: 0\n",
+      o.threads, static_cast<unsigned long long>(o.minBytes),
+      static_cast<unsigned long long>(o.maxBytes),
+      static_cast<unsigned long long>(factor ? o.stepFactor : o.stepBytes),
+      factor ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check);
+  if (o.blocking)
+    out += "# Blocking Enabled: wait for completion and barrier after each collective\n";
+  if (o.parallelInit)
+    out += "# Parallel Init Enabled: threads call into braidCommInitRank concurrently\n";
+  if (!o.algo.empty()) out += "# Algorithm: " + o.algo + "\n";
+  out += "#\n";
+  return out;
+}
+
+std::string formatRanks(const std::vector<RankInfo>& ranks) {
+  std::string out = "# Using devices\n";
+  for (const RankInfo& r : ranks) {
+    out += format("#  Rank %2d Group %2d Pid %6d on %10s device %2d [host]\n", r.rank, 0, r.pid,
+                  r.host.c_str(), -1);
+  }
+  out += "#\n";
+  return out;
+}
+
+std::string formatColumnHeader() {
+  std::string out;
+  out +=
+      format("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
+             "", "", "", "", "");
+  out += format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+                "algbw", "busbw", "#wrong");
+  out += format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                "(GB/s)", "");
+  return out;
+}
+
+std::string formatAlgoColumnHeader(const std::vector<std::string>& algorithms) {
+  std::string names =
+      format("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+  std::string units = format("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+  for (const std::string& a : algorithms) {
+    names += format("  %*s", algoWidth(a), a.c_str());
+    units += format("  %*s", algoWidth(a), "(GB/s)");
+  }
+  names += format("  %6s\n", "#wrong");
+  units += format("  %6s\n", "");
+  return format("# %10s  %12s  %8s  %6s  %6s  out-of-place busbw per algorithm\n", "", "", "", "",
+                "") +
+         names + units;
+}
+
+std::string formatTime(double us) {
+  if (us >= 10000.0) return format("%7.0f", us);
+  if (us >= 100.0) return format("%7.1f", us);
+  return format("%7.2f", us);
+}
+
+std::string formatRowPrefix(uint64_t bytes, uint64_t count, std::string_view type,
+                            std::string_view op, int root) {
+  return format("%12llu  %12llu  %8.*s  %6.*s  %6d", static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(count), static_cast<int>(type.size()), type.data(),
+                static_cast<int>(op.size()), op.data(), root);
+}
+
+std::string formatPlacement(double timeUs, const Bandwidth& bw, std::optional<uint64_t> wrong) {
+  return "  " + formatTime(timeUs) + format("  %6.2f  %6.2f  ", bw.algBw, bw.busBw) +
+         wrongCell(wrong, 5);
+}
+
+std::string formatAlgoCells(const std::vector<std::string>& algorithms,
+                            const std::vector<double>& busBw, std::optional<uint64_t> wrong) {
+  std::string out;
+  for (size_t i = 0; i < algorithms.size(); ++i) {
+    out += format("  %*.2f", algoWidth(algorithms[i]), i < busBw.size() ? busBw[i] : 0.0);
+  }
+  return out + "  " + wrongCell(wrong, 6);
+}
+
+std::string formatSummary(uint64_t wrong, double avgBusBw) {
+  return format("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(wrong),
+                wrong == 0 ? "OK" : "FAILED") +
+         format("# Avg bus bandwidth    : %g\n", avgBusBw) + "#\n";
+}
+
+std::string formatAlgoSummary(uint64_t wrong, const std::vector<std::string>& algorithms,
+                              const std::vector<double>& avgBusBw) {
+  std::string out = format("# Out of bounds values : %llu %s\n",
+                           static_cast<unsigned long long>(wrong), wrong == 0 ? "OK" : "FAILED");
+  for (size_t i = 0; i < algorithms.size(); ++i) {
+    out += format("# Avg bus bandwidth    : %g (%s)\n", i < avgBusBw.size() ? avgBusBw[i] : 0.0,
+                  algorithms[i].c_str());
+  }
+  return out + "#\n";
+}
+
+std::string formatEnvHelp(const std::vector<ConfigVarInfo>& variables) {
+  size_t nameWidth = 0;
+  size_t defaultWidth = 7;
+  for (const ConfigVarInfo& v : variables) {
+    nameWidth = std::max(nameWidth, v.name.size());
+    defaultWidth = std::max(defaultWidth, v.defaultText.size());
+  }
+  std::string out = "Braid reads these environment variables once per communicator, at init:\n\n";
+  out += format("  %-*s  %-*s  %s\n", static_cast<int>(nameWidth), "variable",
+                static_cast<int>(defaultWidth), "default", "meaning");
+  for (const ConfigVarInfo& v : variables) {
+    const std::string_view def =
+        v.defaultText.empty() ? std::string_view("(unset)") : v.defaultText;
+    out += format("  %-*.*s  %-*.*s  %.*s\n", static_cast<int>(nameWidth),
+                  static_cast<int>(v.name.size()), v.name.data(), static_cast<int>(defaultWidth),
+                  static_cast<int>(def.size()), def.data(), static_cast<int>(v.doc.size()),
+                  v.doc.data());
+  }
+  return out;
+}
+
+std::string jsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += format("\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+JsonReport::JsonReport(const PerfOptions& options, int nranks, int nprocs)
+    : options_(options), nranks_(nranks), nprocs_(nprocs) {}
+
+std::string JsonReport::document() const {
+  std::string out = "{\n";
+  out += "  \"tool\": \"braid-perf\",\n";
+  out += "  \"collective\": " + jsonString(perfCollectiveName(options_.collective)) + ",\n";
+  out += format("  \"nranks\": %d,\n  \"nprocs\": %d,\n  \"nthreads\": %d,\n", nranks_, nprocs_,
+                options_.threads);
+  out += format("  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,\n", options_.iters,
+                options_.warmupIters, options_.aggIters);
+  out += format("  \"check\": %d,\n  \"average\": %d,\n", options_.check,
+                static_cast<int>(options_.average));
+  out += "  \"measurements\": [";
+  for (size_t i = 0; i < measurements_.size(); ++i) {
+    const Measurement& m = measurements_[i];
+    out += i == 0 ? "\n" : ",\n";
+    out += "    {\"collective\": " + jsonString(m.collective) +
+           ", \"algorithm\": " + jsonString(m.algorithm) + ", \"dtype\": " + jsonString(m.dtype) +
+           ", \"op\": " + jsonString(m.op);
+    out += format(", \"root\": %d, \"size\": %llu, \"count\": %llu, \"nranks\": %d", m.root,
+                  static_cast<unsigned long long>(m.size), static_cast<unsigned long long>(m.count),
+                  m.nranks);
+    out += ", \"time_us\": " + jsonNumber(m.timeUs) + ", \"algbw\": " + jsonNumber(m.algBw) +
+           ", \"busbw\": " + jsonNumber(m.busBw);
+    out += ", \"wrong\": " +
+           (m.wrong ? std::to_string(static_cast<unsigned long long>(*m.wrong)) : "null");
+    out += std::string(", \"in_place\": ") + (m.inPlace ? "true" : "false") + "}";
+  }
+  out += measurements_.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+Status JsonReport::writeFile(const std::string& path) const {
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "w"), &std::fclose);
+  if (!file) return errnoError("cannot open " + path, errno);
+  const std::string text = document();
+  if (std::fwrite(text.data(), 1, text.size(), file.get()) != text.size()) {
+    return errnoError("cannot write " + path, errno);
+  }
+  if (std::fclose(file.release()) != 0) return errnoError("cannot write " + path, errno);
+  return okStatus();
+}
+
+}  // namespace braid::perf

@@ -1,0 +1,171 @@
+#include "perf/perf_report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace braid::perf {
+namespace {
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(PerfReport, HeaderLine) {
+  Result<PerfOptions> o = parsePerfOptions({"-b", "8", "-e", "64M", "-f", "2", "-t", "2"});
+  ASSERT_TRUE(o.ok());
+  const std::vector<std::string> h = lines(formatHeader(o.value()));
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0],
+            "# nThread 2 nGpus 1 minBytes 8 maxBytes 67108864 step: 2(factor) warmup iters: 5 "
+            "iters: 20 agg iters: 1 validation: 1 graph: 0");
+  EXPECT_EQ(h[1], "#");
+  o = parsePerfOptions({"-i", "4K", "-c", "0", "-z", "1", "--algo", "ring"});
+  ASSERT_TRUE(o.ok());
+  const std::string text = formatHeader(o.value());
+  EXPECT_NE(text.find("step: 4096(bytes)"), std::string::npos);
+  EXPECT_NE(text.find("validation: 0"), std::string::npos);
+  EXPECT_NE(text.find("# Blocking Enabled"), std::string::npos);
+  EXPECT_NE(text.find("# Algorithm: ring"), std::string::npos);
+}
+
+TEST(PerfReport, RankBlock) {
+  const std::vector<std::string> r = lines(formatRanks({{0, 1234, "node1"}, {1, 1235, "node1"}}));
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0], "# Using devices");
+  EXPECT_EQ(r[1], "#  Rank  0 Group  0 Pid   1234 on      node1 device -1 [host]");
+  EXPECT_EQ(r[2], "#  Rank  1 Group  0 Pid   1235 on      node1 device -1 [host]");
+  EXPECT_EQ(r[3], "#");
+}
+
+TEST(PerfReport, ColumnsLineUp) {
+  const std::vector<std::string> h = lines(formatColumnHeader());
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[1],
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+            "     time   algbw   busbw #wrong");
+  EXPECT_NE(h[0].find("out-of-place"), std::string::npos);
+  EXPECT_NE(h[0].find("in-place"), std::string::npos);
+  EXPECT_EQ(h[2].substr(0, 26), "#        (B)    (elements)");
+
+  const std::string row = formatRowPrefix(8, 2, "float", "sum", -1) +
+                          formatPlacement(11.534, {0.000694, 0.001041}, 0) +
+                          formatPlacement(1234.56, {12.5, 18.75}, std::nullopt);
+  EXPECT_EQ(row,
+            "           8             2     float     sum      -1    11.53    0.00    0.00      0"
+            "   1234.6   12.50   18.75    N/A");
+  EXPECT_EQ(row.size(), h[1].size());
+  // Every column ends where its header ends.
+  for (const char* name : {"size", "count", "type", "redop", "root"}) {
+    const size_t end = h[1].find(name) + std::string(name).size();
+    EXPECT_NE(row[end - 1], ' ') << name;
+    EXPECT_EQ(row[end], ' ') << name;
+  }
+}
+
+TEST(PerfReport, TimeFormat) {
+  EXPECT_EQ(formatTime(1.234), "   1.23");
+  EXPECT_EQ(formatTime(123.75), "  123.8");
+  EXPECT_EQ(formatTime(12345.6), "  12346");
+  EXPECT_EQ(formatTime(99.999).size(), 7u);
+}
+
+TEST(PerfReport, Summary) {
+  EXPECT_EQ(formatSummary(0, 1.5),
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.5\n#\n");
+  EXPECT_EQ(lines(formatSummary(3, 0.25))[0], "# Out of bounds values : 3 FAILED");
+  BusBwAverage avg;
+  EXPECT_EQ(avg.value(), 0.0);
+  avg.add(1.0);
+  avg.add(2.0);
+  EXPECT_DOUBLE_EQ(avg.value(), 1.5);
+}
+
+TEST(PerfReport, AlgorithmColumns) {
+  const std::vector<std::string> algos = {"ring", "recursive_doubling"};
+  const std::vector<std::string> h = lines(formatAlgoColumnHeader(algos));
+  ASSERT_EQ(h.size(), 3u);
+  const std::string row =
+      formatRowPrefix(1024, 256, "float", "sum", -1) + formatAlgoCells(algos, {1.25, 3.5}, 0);
+  EXPECT_EQ(row.size(), h[1].size());
+  EXPECT_EQ(row.size(), h[2].size());
+  const size_t ringEnd = h[1].find("ring") + 4;
+  EXPECT_EQ(row.substr(ringEnd - 4, 4), "1.25");
+  const size_t rdEnd = h[1].find("recursive_doubling") + 18;
+  EXPECT_EQ(row.substr(rdEnd - 4, 4), "3.50");
+  EXPECT_NE(formatAlgoCells(algos, {1, 2}, std::nullopt).find("N/A"), std::string::npos);
+  const std::vector<std::string> s = lines(formatAlgoSummary(0, algos, {1.25, 2.5}));
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[1], "# Avg bus bandwidth    : 1.25 (ring)");
+  EXPECT_EQ(s[2], "# Avg bus bandwidth    : 2.5 (recursive_doubling)");
+}
+
+TEST(PerfReport, EnvHelpListsEveryVariable) {
+  const std::string text = formatEnvHelp(configVariables());
+  ASSERT_FALSE(configVariables().empty());
+  for (const ConfigVarInfo& v : configVariables()) {
+    const size_t at = text.find("  " + std::string(v.name) + " ");
+    ASSERT_NE(at, std::string::npos) << v.name;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_NE(line.find(std::string(v.doc)), std::string::npos) << v.name;
+    EXPECT_NE(
+        line.find(v.defaultText.empty() ? std::string("(unset)") : std::string(v.defaultText)),
+        std::string::npos)
+        << v.name;
+  }
+}
+
+TEST(PerfReport, JsonEscapes) {
+  EXPECT_EQ(jsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+}
+
+TEST(PerfReport, JsonDocument) {
+  Result<PerfOptions> o = parsePerfOptions({"allgather", "-n", "3"});
+  ASSERT_TRUE(o.ok());
+  JsonReport report(o.value(), 4, 2);
+  EXPECT_NE(report.document().find("\"measurements\": []"), std::string::npos);
+  report.add(
+      {"allgather", "ring", "float", "none", -1, 1024, 64, 4, 12.5, 0.08192, 0.06144, 0, false});
+  report.add(
+      {"allgather", "auto", "half", "none", -1, 2048, 256, 4, NAN, 0, 0, std::nullopt, true});
+  const std::string doc = report.document();
+  EXPECT_NE(doc.find("\"collective\": \"allgather\""), std::string::npos);
+  EXPECT_NE(doc.find("\"nranks\": 4"), std::string::npos);
+  EXPECT_NE(doc.find("\"nprocs\": 2"), std::string::npos);
+  EXPECT_NE(doc.find("\"iters\": 3"), std::string::npos);
+  EXPECT_NE(
+      doc.find("{\"collective\": \"allgather\", \"algorithm\": \"ring\", \"dtype\": \"float\", "
+               "\"op\": \"none\", \"root\": -1, \"size\": 1024, \"count\": 64, \"nranks\": 4, "
+               "\"time_us\": 12.5, \"algbw\": 0.08192, \"busbw\": 0.06144, \"wrong\": 0, "
+               "\"in_place\": false}"),
+      std::string::npos)
+      << doc;
+  EXPECT_NE(doc.find("\"time_us\": null"), std::string::npos);
+  EXPECT_NE(doc.find("\"wrong\": null, \"in_place\": true}"), std::string::npos);
+  // Braces and brackets balance, and measurements are comma separated.
+  int depth = 0;
+  for (char c : doc) {
+    depth += (c == '{' || c == '[') ? 1 : (c == '}' || c == ']') ? -1 : 0;
+    ASSERT_GE(depth, 0);
+  }
+  EXPECT_EQ(depth, 0);
+  EXPECT_NE(doc.find("},\n    {"), std::string::npos);
+
+  const std::string path = ::testing::TempDir() + "perf_report_test.json";
+  ASSERT_TRUE(report.writeFile(path).ok());
+  std::ifstream in(path);
+  std::stringstream read;
+  read << in.rdbuf();
+  EXPECT_EQ(read.str(), doc);
+  std::remove(path.c_str());
+  EXPECT_FALSE(report.writeFile("/nonexistent-dir/x.json").ok());
+}
+
+}  // namespace
+}  // namespace braid::perf

@@ -1,0 +1,33 @@
+// The algorithm catalogue: which algorithm serves which collective, and the one entry point that
+// turns a PlanRequest into a Plan. Each algorithm family lives in its own file (ring.cc,
+// pairwise.cc, ...) and opens with a narrative of how it moves data.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/plan.h"
+
+namespace braid {
+
+/// Whether `algo` has a builder for `coll`.
+bool algorithmServes(Algorithm algo, Collective coll);
+/// The algorithms that serve `coll`, in catalogue order.
+std::vector<Algorithm> algorithmsFor(Collective coll);
+
+/// The fewest FIFO slots per connector with which plans of `algo` for `coll` cannot deadlock. A
+/// dependent step (recvReduceSend, ...) needs its input and room in the FIFO it sends to at the
+/// same moment; in a ring where every rank sends before it receives, one-slot FIFOs are all full
+/// and nobody can move, so those rings need two. Everything else progresses with one.
+int minSlotsFor(Algorithm algo, Collective coll);
+
+/// The algorithm algorithmName() spells `name` ("ring", "tree", "rhd", "rd", "direct",
+/// "pairwise"), if any.
+std::optional<Algorithm> findAlgorithm(std::string_view name);
+
+/// Builds one rank's plan. Errors name what is wrong with the request (an algorithm that cannot
+/// serve the collective, a rank or root out of range, a chunk size of zero...).
+Result<Plan> buildPlan(const PlanRequest& request);
+
+}  // namespace braid

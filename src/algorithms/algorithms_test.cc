@@ -1,0 +1,325 @@
+#include "algorithms/algorithms.h"
+
+#include <gtest/gtest.h>
+
+#include "algorithms/builder.h"
+#include "algorithms/plan_simulator.h"
+
+namespace braid {
+namespace {
+
+PlanRequest validRequest(Collective coll, Algorithm algo) {
+  PlanRequest q;
+  q.coll = coll;
+  q.algo = algo;
+  q.nranks = 4;
+  q.rank = 1;
+  q.root = 2;
+  q.peer = 3;
+  q.count = 100;
+  q.elemSize = 4;
+  q.chunkBytes = 64;
+  return q;
+}
+
+void expectInvalid(const PlanRequest& q, const std::string& fragment) {
+  Result<Plan> plan = buildPlan(q);
+  ASSERT_FALSE(plan.ok()) << "built a plan for a bad request (" << fragment << ")";
+  EXPECT_EQ(plan.status().code(), braidInvalidArgument);
+  EXPECT_NE(plan.status().message().find(fragment), std::string::npos) << plan.status().message();
+}
+
+TEST(Algorithms, CatalogueListsWhatServesEachCollective) {
+  using A = Algorithm;
+  EXPECT_EQ(algorithmsFor(Collective::kAllToAll), std::vector<A>{A::kPairwise});
+  EXPECT_EQ(algorithmsFor(Collective::kSend), std::vector<A>{A::kPairwise});
+  EXPECT_TRUE(algorithmServes(A::kRing, Collective::kAllReduce));
+  EXPECT_FALSE(algorithmServes(A::kPairwise, Collective::kAllReduce));
+  EXPECT_FALSE(algorithmServes(A::kRing, Collective::kAllToAll));
+  for (int c = 0; c < kNumCollectives; ++c) {
+    EXPECT_FALSE(algorithmsFor(static_cast<Collective>(c)).empty())
+        << collectiveName(static_cast<Collective>(c)) << " has no algorithm";
+  }
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    const auto algo = static_cast<Algorithm>(a);
+    EXPECT_EQ(findAlgorithm(algorithmName(algo)), algo);
+  }
+  EXPECT_FALSE(findAlgorithm("bogus").has_value());
+}
+
+TEST(Algorithms, RejectsBadRequestsWithAReason) {
+  using C = Collective;
+  using A = Algorithm;
+  PlanRequest q = validRequest(C::kAllReduce, A::kPairwise);
+  expectInvalid(q, "does not serve allreduce");
+  q = validRequest(C::kAllReduce, A::kRing);
+  q.nranks = 0;
+  expectInvalid(q, "nranks");
+  q = validRequest(C::kAllReduce, A::kRing);
+  q.rank = 4;
+  expectInvalid(q, "rank 4 out of range");
+  q = validRequest(C::kBroadcast, A::kRing);
+  q.root = -1;
+  expectInvalid(q, "root -1");
+  q = validRequest(C::kSend, A::kPairwise);
+  q.peer = 1;
+  expectInvalid(q, "peer 1");
+  q = validRequest(C::kRecv, A::kPairwise);
+  q.peer = 9;
+  expectInvalid(q, "peer 9");
+  q = validRequest(C::kAllReduce, A::kRing);
+  q.chunkBytes = 0;
+  expectInvalid(q, "chunkBytes 0");
+  q.chunkBytes = 3;
+  expectInvalid(q, "smaller than one element");
+  q = validRequest(C::kAllReduce, A::kRing);
+  q.elemSize = 0;
+  expectInvalid(q, "element size");
+  q = validRequest(C::kAllReduce, A::kRing);
+  q.nchannels = 0;
+  expectInvalid(q, "nchannels");
+  q = validRequest(C::kAllGather, A::kRing);
+  q.count = UINT64_MAX / 8;
+  expectInvalid(q, "overflows");
+  q = validRequest(C::kAllReduce, A::kRing);
+  q.ring = {0, 1, 2};
+  expectInvalid(q, "ring order has 3 ranks");
+  q.ring = {0, 1, 1, 3};
+  expectInvalid(q, "not a permutation");
+  q.algo = static_cast<Algorithm>(200);
+  expectInvalid(q, "unknown algorithm");
+}
+
+TEST(Algorithms, CountZeroGivesAnEmptyPlan) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm algo : algorithmsFor(coll)) {
+      PlanRequest q = validRequest(coll, algo);
+      q.count = 0;
+      Result<Plan> plan = buildPlan(q);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_TRUE(plan->lanes.empty()) << describePlan(*plan);
+      EXPECT_EQ(plan->inputBytes + plan->outputBytes + plan->scratchBytes, 0u);
+    }
+  }
+}
+
+TEST(Algorithms, StepsStayWithinWholeElementsOfTheChunk) {
+  // chunkBytes 30 with 8-byte elements: no transfer above 24 bytes.
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm algo : algorithmsFor(coll)) {
+      for (bool inPlace : {false, true}) {
+        PlanRequest q = validRequest(coll, algo);
+        q.nranks = 5;
+        q.elemSize = 8;
+        q.chunkBytes = 30;
+        q.count = 97;
+        q.nchannels = 3;
+        q.inPlace = inPlace && coll != Collective::kSend && coll != Collective::kRecv;
+        Result<Plan> plan = buildPlan(q);
+        ASSERT_TRUE(plan.ok()) << plan.status().message();
+        EXPECT_TRUE(validatePlan(*plan, 24).ok()) << describeRequest(q);
+        for (const Lane& lane : plan->lanes) {
+          EXPECT_GE(lane.channel, 0);
+          EXPECT_LT(lane.channel, q.nchannels);
+          for (const Step& s : lane.steps) {
+            EXPECT_LE(s.bytes, 24u);
+            EXPECT_LE(s.sendBytes, 24u);
+            EXPECT_TRUE(s.bytes > 0 || s.sendBytes > 0) << "an empty step";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Algorithms, RingAllReduceTakesTwoNMinusOneStepsPerRound) {
+  PlanRequest q = validRequest(Collective::kAllReduce, Algorithm::kRing);
+  q.nranks = 4;
+  q.count = 64;  // 4 blocks of 16 elements = one round with 64-byte chunks
+  Result<Plan> plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->lanes.size(), 1u);
+  // send, 2 x recvReduceSend, recvReduceCopySend, 2 x recvCopySend, recv
+  EXPECT_EQ(plan->lanes[0].steps.size(), 7u);
+  EXPECT_EQ(plan->lanes[0].steps.front().op, StepOp::kSend);
+  EXPECT_EQ(plan->lanes[0].steps[3].op, StepOp::kRecvReduceCopySend);
+  EXPECT_TRUE(plan->lanes[0].steps[3].flags & kStepFinalize);
+  EXPECT_EQ(plan->lanes[0].steps.back().op, StepOp::kRecv);
+  q.count = 640;  // ten rounds
+  plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->lanes[0].steps.size(), 70u);
+}
+
+TEST(Algorithms, RingRunsOddChannelsTheOtherWay) {
+  PlanRequest q = validRequest(Collective::kAllGather, Algorithm::kRing);
+  q.nchannels = 2;
+  Result<Plan> plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->lanes.size(), 2u);
+  EXPECT_EQ(plan->lanes[0].steps[0].sendPeers[0], 2);  // rank 1 sends to 2 on channel 0
+  EXPECT_EQ(plan->lanes[1].steps[0].sendPeers[0], 0);  // and to 0 on channel 1
+  q.ring = {3, 1, 0, 2};
+  plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->lanes[0].steps[0].sendPeers[0], 0);
+  EXPECT_EQ(plan->lanes[1].steps[0].sendPeers[0], 3);
+}
+
+TEST(Algorithms, InPlaceAllToAllUsesScratchAndOutOfPlaceDoesNot) {
+  PlanRequest q = validRequest(Collective::kAllToAll, Algorithm::kPairwise);
+  q.nranks = 5;
+  Result<Plan> plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->scratchBytes, 0u);
+  EXPECT_EQ(plan->lanes.size(), 5u);  // four distances and the local copy
+  q.inPlace = true;
+  plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->scratchBytes, 2u * 100 * 4);  // floor(5/2) saved blocks
+  EXPECT_EQ(plan->lanes.size(), 2u);            // distances {1,4} and {2,3}
+}
+
+TEST(Algorithms, EvenPartsCoverTheWhole) {
+  const Span whole{10, 23};
+  uint64_t next = whole.begin;
+  for (uint64_t i = 0; i < 5; ++i) {
+    const Span part = evenPart(whole, 5, i);
+    EXPECT_EQ(part.begin, next);
+    EXPECT_TRUE(part.len == 4 || part.len == 5);
+    next = part.end();
+  }
+  EXPECT_EQ(next, whole.end());
+}
+
+TEST(Algorithms, FoldGroupPairsTheFirstPositions) {
+  const FoldGroup g(6);  // p = 4, r = 2: positions 0..3 fold into virtual ranks 0 and 1
+  EXPECT_EQ(g.p(), 4);
+  EXPECT_EQ(g.r(), 2);
+  EXPECT_TRUE(g.sitsOut(0));
+  EXPECT_TRUE(g.takesOver(3));
+  EXPECT_FALSE(g.sitsOut(4));
+  EXPECT_EQ(g.virtualOf(3), 1);
+  EXPECT_EQ(g.virtualOf(5), 3);
+  EXPECT_EQ(g.posOfVirtual(1), 3);
+  EXPECT_EQ(g.firstPos(2), 4);
+  EXPECT_EQ(g.firstPos(4), 6);
+  const FoldGroup power(8);
+  EXPECT_EQ(power.r(), 0);
+  EXPECT_EQ(power.log2p(), 3);
+}
+
+TEST(Algorithms, BinaryTreesSpanAllMembersWithLogDepth) {
+  for (int m = 1; m <= 70; ++m) {
+    int depthBound = 1;
+    while ((1 << (depthBound - 1)) < m + 1) ++depthBound;
+    for (int variant : {0, 1}) {
+      const BinaryTree t = binaryTree(m, variant);
+      ASSERT_EQ(t.parent.size(), static_cast<size_t>(m));
+      EXPECT_EQ(t.parent[t.root], -1);
+      for (int x = 0; x < m; ++x) {
+        EXPECT_LE(t.children[x].size(), 2u);
+        for (int kid : t.children[x]) EXPECT_EQ(t.parent[kid], x);
+        // Every member reaches the root within the depth bound.
+        int at = x;
+        int steps = 0;
+        while (at != t.root && steps <= depthBound) {
+          at = t.parent[at];
+          ++steps;
+          ASSERT_GE(at, 0) << "m=" << m << " variant=" << variant << " member " << x;
+        }
+        EXPECT_LE(steps, depthBound) << "m=" << m << " member " << x;
+      }
+    }
+  }
+}
+
+TEST(Algorithms, DoubleBinaryTreeInteriorsAreLeavesOfTheOtherTree) {
+  for (int m = 2; m <= 70; ++m) {
+    const BinaryTree a = binaryTree(m, 0);
+    const BinaryTree b = binaryTree(m, 1);
+    int bothLeaves = 0;
+    for (int x = 0; x < m; ++x) {
+      EXPECT_FALSE(!a.children[x].empty() && !b.children[x].empty())
+          << "member " << x << " of " << m << " is interior in both trees";
+      bothLeaves += a.children[x].empty() && b.children[x].empty();
+    }
+    EXPECT_LE(bothLeaves, 1) << m;
+  }
+}
+
+TEST(Algorithms, TreePartsGiveEachTreeHalfTheMessage) {
+  const std::vector<TreePart> one = treeParts(100, 1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].span.len, 100u);
+  const std::vector<TreePart> three = treeParts(101, 3);
+  ASSERT_EQ(three.size(), 3u);
+  uint64_t perTree[2] = {0, 0};
+  uint64_t next = 0;
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(three[c].channel, c);
+    EXPECT_EQ(three[c].variant, c % 2);
+    perTree[three[c].variant] += three[c].span.len;
+  }
+  EXPECT_EQ(perTree[0], 51u);  // channels 0 and 2
+  EXPECT_EQ(perTree[1], 50u);  // channel 1
+  for (int c : {0, 2, 1}) {    // tree 0's half first, then tree 1's
+    EXPECT_EQ(three[c].span.begin, next);
+    next = three[c].span.end();
+  }
+}
+
+TEST(Algorithms, TreeAllReduceSplitsUpAndDownLanes) {
+  PlanRequest q = validRequest(Collective::kAllReduce, Algorithm::kTree);
+  q.nranks = 7;
+  q.nchannels = 2;
+  for (int r = 0; r < q.nranks; ++r) {
+    q.rank = r;
+    Result<Plan> plan = buildPlan(q);
+    ASSERT_TRUE(plan.ok());
+    int roots = 0;
+    for (const Lane& lane : plan->lanes) {
+      for (const Step& s : lane.steps) {
+        roots += s.op == StepOp::kRecvReduceCopySend;
+        if (s.op == StepOp::kRecvReduceCopySend) {
+          EXPECT_TRUE(s.flags & kStepFinalize);
+        }
+      }
+    }
+    // Two trees, two roots among seven ranks; a non-root has an up and a down lane per tree.
+    EXPECT_LE(plan->lanes.size(), 4u);
+    if (roots == 0) {
+      EXPECT_EQ(plan->lanes.size(), 4u);
+    }
+  }
+}
+
+TEST(Algorithms, DirectSendsToEveryPeerAndReducesInRankOrder) {
+  PlanRequest q = validRequest(Collective::kAllReduce, Algorithm::kDirect);
+  q.nranks = 5;
+  q.rank = 2;
+  q.count = 16;  // one chunk
+  Result<Plan> plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->lanes.size(), 1u);
+  const std::vector<Step>& steps = plan->lanes[0].steps;
+  ASSERT_EQ(steps.size(), 2u + 5u);  // sends to 3 + 1 peers, then ranks 0, 1, own, 3, 4
+  EXPECT_EQ(steps[0].nsend, 3);
+  EXPECT_EQ(steps[1].nsend, 1);
+  EXPECT_EQ(steps[2].op, StepOp::kRecv);
+  EXPECT_EQ(steps[2].recvPeers[0], 0);
+  EXPECT_EQ(steps[3].recvPeers[0], 1);
+  EXPECT_EQ(steps[4].op, StepOp::kLocalReduce);
+  EXPECT_EQ(steps[6].recvPeers[0], 4);
+  EXPECT_TRUE(steps[6].flags & kStepFinalize);
+  EXPECT_EQ(plan->scratchBytes, 0u);
+  q.inPlace = true;
+  plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->scratchBytes, 64u);  // one chunk of running sum
+}
+
+}  // namespace
+}  // namespace braid

@@ -1,0 +1,169 @@
+#include "algorithms/builder.h"
+
+#include <bit>
+#include <numeric>
+
+namespace braid {
+
+Span evenPart(Span whole, uint64_t parts, uint64_t i) {
+  const uint64_t base = whole.len / parts;
+  const uint64_t extra = whole.len % parts;
+  return Span{whole.begin + i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
+
+std::vector<ChannelPart> channelParts(uint64_t count, int nchannels) {
+  std::vector<ChannelPart> parts;
+  parts.reserve(nchannels);
+  for (int c = 0; c < nchannels; ++c) {
+    parts.push_back({c, evenPart(Span{0, count}, nchannels, c)});
+  }
+  return parts;
+}
+
+RingOrder::RingOrder(const PlanRequest& request, bool reversed) {
+  rankAt_ = request.ring;
+  if (rankAt_.empty()) {
+    rankAt_.resize(request.nranks);
+    std::iota(rankAt_.begin(), rankAt_.end(), 0);
+  }
+  if (reversed) std::reverse(rankAt_.begin(), rankAt_.end());
+  posOf_.assign(rankAt_.size(), 0);
+  for (size_t i = 0; i < rankAt_.size(); ++i) posOf_[rankAt_[i]] = static_cast<int>(i);
+}
+
+int RingOrder::rankAt(int64_t pos) const {
+  const int64_t n = size();
+  return rankAt_[((pos % n) + n) % n];
+}
+
+PlanContext::PlanContext(const PlanRequest& request)
+    : request_(request), chunkElems_(request.chunkBytes / request.elemSize) {}
+
+void PlanContext::appendCopy(Lane& lane, BufferRef src, BufferRef dst, uint64_t len) const {
+  const uint64_t es = request_.elemSize;
+  forEachChunk(Span{0, len}, chunkElems_, [&](Span c) {
+    lane.steps.push_back(makeLocalCopy({src.buffer, src.offset + c.begin * es},
+                                       {dst.buffer, dst.offset + c.begin * es}, bytes(c.len)));
+  });
+}
+
+void appendExchange(Lane& lane, int sendPeer, const std::vector<ExchangePiece>& sends, int recvPeer,
+                    const std::vector<ExchangePiece>& recvs, bool reduce) {
+  const size_t steps = std::max(sends.size(), recvs.size());
+  for (size_t i = 0; i < steps; ++i) {
+    const ExchangePiece* s = i < sends.size() ? &sends[i] : nullptr;
+    const ExchangePiece* r = i < recvs.size() ? &recvs[i] : nullptr;
+    Step step;
+    if (s && r) {
+      step = reduce ? makeSendRecvReduce(sendPeer, s->ref, s->bytes, recvPeer, r->src2, r->ref,
+                                         r->bytes)
+                    : makeSendRecv(sendPeer, s->ref, s->bytes, recvPeer, r->ref, r->bytes);
+    } else if (s) {
+      step = makeSend(sendPeer, s->ref, s->bytes);
+    } else {
+      step = reduce ? makeRecvReduceCopy(recvPeer, r->src2, r->ref, r->bytes)
+                    : makeRecv(recvPeer, r->ref, r->bytes);
+    }
+    if (r && r->finalize) step.flags |= kStepFinalize;
+    lane.steps.push_back(step);
+  }
+}
+
+FoldGroup::FoldGroup(int n) {
+  while (p_ * 2 <= n) {
+    p_ *= 2;
+    ++log2p_;
+  }
+  r_ = n - p_;
+}
+
+BinaryTree binaryTree(int members, int variant) {
+  const int m = members;
+  auto memberOf = [&](int label) { return variant == 0 ? label - 1 : (label - 2 + m) % m; };
+  BinaryTree tree;
+  tree.parent.assign(m, -1);
+  tree.children.assign(m, {});
+  int top = 1;
+  while (top * 2 <= m) top *= 2;
+  tree.root = memberOf(top);
+  for (int v = 2; v <= m; v += 2) {
+    const int h = std::countr_zero(static_cast<unsigned>(v));
+    std::vector<int> kids = {v - (1 << (h - 1))};
+    for (int j = h - 1; j >= 0; --j) {
+      if (v + (1 << j) <= m) {
+        kids.push_back(v + (1 << j));
+        break;
+      }
+    }
+    for (int kid : kids) {
+      tree.children[memberOf(v)].push_back(memberOf(kid));
+      tree.parent[memberOf(kid)] = memberOf(v);
+    }
+  }
+  return tree;
+}
+
+std::vector<TreePart> treeParts(uint64_t count, int nchannels) {
+  if (nchannels == 1) return {TreePart{0, 0, Span{0, count}}};
+  std::vector<TreePart> parts;
+  for (int c = 0; c < nchannels; ++c) {
+    const int variant = c % 2;
+    const Span half = evenPart(Span{0, count}, 2, variant);
+    const int ofTree = (nchannels - variant + 1) / 2;  // channels variant, variant+2, ...
+    parts.push_back({c, variant, evenPart(half, ofTree, c / 2)});
+  }
+  return parts;
+}
+
+Plan emptyPlan(const PlanRequest& request) {
+  Plan plan;
+  plan.coll = request.coll;
+  plan.algo = request.algo;
+  plan.rank = request.rank;
+  plan.nranks = request.nranks;
+  plan.elemSize = request.elemSize;
+  const uint64_t block = request.count * request.elemSize;
+  const uint64_t all = block * request.nranks;
+  const bool root = request.rank == request.root;
+  switch (request.coll) {
+    case Collective::kAllReduce:
+      plan.inputBytes = block;
+      plan.outputBytes = block;
+      break;
+    case Collective::kBroadcast:
+      plan.inputBytes = root ? block : 0;
+      plan.outputBytes = block;
+      break;
+    case Collective::kReduce:
+      plan.inputBytes = block;
+      plan.outputBytes = root ? block : 0;
+      break;
+    case Collective::kAllGather:
+      plan.inputBytes = block;
+      plan.outputBytes = all;
+      break;
+    case Collective::kReduceScatter:
+      plan.inputBytes = all;
+      plan.outputBytes = block;
+      break;
+    case Collective::kAllToAll:
+      plan.inputBytes = all;
+      plan.outputBytes = all;
+      break;
+    case Collective::kSend: plan.inputBytes = block; break;
+    case Collective::kRecv: plan.outputBytes = block; break;
+  }
+  return plan;
+}
+
+void appendSingleRankCopy(const PlanContext& ctx, Plan& plan) {
+  if (ctx.inPlace()) return;  // Input and Output are the same elements at n = 1
+  for (const ChannelPart& part : channelParts(ctx.count(), ctx.request().nchannels)) {
+    Lane lane;
+    lane.channel = part.channel;
+    ctx.appendCopy(lane, ctx.in(part.span.begin), ctx.out(part.span.begin), part.span.len);
+    plan.lanes.push_back(std::move(lane));
+  }
+}
+
+}  // namespace braid

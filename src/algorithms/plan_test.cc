@@ -1,0 +1,119 @@
+#include "algorithms/plan.h"
+
+#include <gtest/gtest.h>
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kSlot = 64;
+
+// A 4-rank all-reduce plan of rank 1 with 64-byte buffers and one lane holding `steps`.
+Plan planWith(std::vector<Step> steps, int channel = 0) {
+  Plan plan;
+  plan.coll = Collective::kAllReduce;
+  plan.rank = 1;
+  plan.nranks = 4;
+  plan.elemSize = 4;
+  plan.inputBytes = 64;
+  plan.outputBytes = 64;
+  plan.scratchBytes = 32;
+  plan.lanes.push_back(Lane{channel, std::move(steps)});
+  return plan;
+}
+
+void expectRejected(const Plan& plan, const std::string& why) {
+  const Status status = validatePlan(plan, kSlot);
+  EXPECT_FALSE(status.ok()) << "accepted a plan that " << why << ":\n" << describePlan(plan, true);
+}
+
+TEST(ValidatePlan, AcceptsWellFormedSteps) {
+  Step tree = makeRecvReduceCopySend(0, 2, input(0), output(0), 16);
+  addRecvPeer(tree, 3);
+  addSendPeer(tree, 3);
+  Plan plan =
+      planWith({makeSend(2, input(0), 16), makeRecvReduceSend(0, 2, input(16), 16),
+                makeRecvCopySend(0, 2, output(32), 32), makeLocalCopy(input(0), scratch(0), 32),
+                makeLocalReduce(input(0), scratch(0), output(0), 32),
+                makeSendRecv(2, input(0), 8, 0, output(60), 4),
+                makeSendRecvReduce(2, output(0), 64, 0, input(0), output(0), 64)});
+  plan.lanes.push_back(Lane{1, {tree}});
+  const Status status = validatePlan(plan, kSlot);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(plan.stepCount(), 8u);
+}
+
+TEST(ValidatePlan, RejectsSizesThatAreNotWholeElements) {
+  expectRejected(planWith({makeSend(2, input(0), 6)}), "sends 1.5 elements");
+  expectRejected(planWith({makeSendRecv(2, input(0), 4, 0, output(0), 6)}),
+                 "receives 1.5 elements");
+  expectRejected(planWith({makeSend(2, input(2), 4)}), "reads at a byte offset inside an element");
+  Plan noElem = planWith({makeSend(2, input(0), 4)});
+  noElem.elemSize = 0;
+  expectRejected(noElem, "has no element size");
+}
+
+TEST(ValidatePlan, RejectsBadPeers) {
+  expectRejected(planWith({makeSend(1, input(0), 4)}), "sends to itself");
+  expectRejected(planWith({makeSend(4, input(0), 4)}), "sends past the last rank");
+  expectRejected(planWith({makeRecv(-1, output(0), 4)}), "receives from rank -1");
+  Step noPeer = makeRecv(0, output(0), 4);
+  noPeer.nrecv = 0;
+  expectRejected(planWith({noPeer}), "receives from nobody");
+  Step copyTwo = makeRecvCopySend(0, 2, output(0), 4);
+  addRecvPeer(copyTwo, 3);
+  expectRejected(planWith({copyTwo}), "copies from two peers at once");
+  Step strayPeer = makeLocalCopy(input(0), output(0), 4);
+  strayPeer.nrecv = 1;
+  strayPeer.recvPeers[0] = 0;
+  expectRejected(planWith({strayPeer}), "names a recv peer on a local copy");
+  Step straySend = makeRecv(0, output(0), 4);
+  straySend.nsend = 1;
+  straySend.sendPeers[0] = 2;
+  expectRejected(planWith({straySend}), "names a send peer on a receive");
+}
+
+TEST(ValidatePlan, RejectsTransfersLargerThanASlot) {
+  expectRejected(planWith({makeSend(2, input(0), 68)}), "sends more than a slot");
+  expectRejected(planWith({makeSendRecv(2, input(0), 4, 0, output(0), 68)}),
+                 "receives more than a slot");
+  Step uneven = makeRecvReduceSend(0, 2, input(0), 8);
+  uneven.sendBytes = 4;
+  expectRejected(planWith({uneven}), "sends a different size than a dependent step received");
+}
+
+TEST(ValidatePlan, RejectsRangesOutsideTheBuffers) {
+  expectRejected(planWith({makeSend(2, input(60), 8)}), "reads past Input");
+  expectRejected(planWith({makeRecv(0, output(64), 4)}), "writes past Output");
+  expectRejected(planWith({makeLocalCopy(input(0), scratch(32), 4)}), "writes past Scratch");
+  expectRejected(planWith({makeLocalReduce(input(0), scratch(28), output(0), 8)}),
+                 "reads src2 past Scratch");
+  expectRejected(planWith({makeRecv(0, BufferRef{}, 4)}), "writes to no buffer");
+  expectRejected(planWith({makeRecv(0, input(0), 4)}), "writes the Input buffer");
+  expectRejected(planWith({makeRecvReduceCopy(0, input(0), input(0), 4)}),
+                 "reduces into the Input buffer");
+}
+
+TEST(ValidatePlan, RejectsLanesSharingAConnector) {
+  Plan plan = planWith({makeSend(2, input(0), 4)});
+  plan.lanes.push_back(Lane{0, {makeRecvReduceSend(0, 2, input(4), 4)}});
+  expectRejected(plan, "sends to rank 2 from two lanes of one channel");
+  plan.lanes[1].channel = 1;
+  EXPECT_TRUE(validatePlan(plan, kSlot).ok()) << "lanes on different channels may share a peer";
+  // Receiving from and sending to the same peer are different connectors.
+  Plan both = planWith({makeSend(2, input(0), 4)});
+  both.lanes.push_back(Lane{0, {makeRecv(2, output(0), 4)}});
+  EXPECT_TRUE(validatePlan(both, kSlot).ok());
+}
+
+TEST(Plan, NamesRoundTrip) {
+  EXPECT_EQ(collectiveName(Collective::kReduceScatter), "reducescatter");
+  EXPECT_EQ(collectiveName(Collective::kRecv), "recv");
+  EXPECT_EQ(algorithmName(Algorithm::kRing), "ring");
+  EXPECT_EQ(algorithmName(Algorithm::kDirect), "direct");
+  EXPECT_EQ(stepOpName(StepOp::kSendRecvReduce), "sendRecvReduce");
+  const std::string text = describePlan(planWith({makeSend(2, input(0), 4)}), true);
+  EXPECT_NE(text.find("send bytes=4 to=2 src=in+0"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace braid

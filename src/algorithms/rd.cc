@@ -1,0 +1,155 @@
+// Recursive doubling: all-reduce and all-gather in ceil(log2 n) rounds.
+//
+// All-reduce (a latency algorithm): in round d = 1, 2, 4, ... each rank exchanges its whole
+// current vector with the rank whose virtual index differs in bit d and adds what arrives, so
+// after log2 p rounds every rank holds the full sum; the last round finalizes. Both partners
+// combine the same two operands, and ⊕ commutes, so all ranks end with the same bits. Within a
+// round the chunks are skewed by one - step i sends chunk i while it receives and reduces chunk
+// i-1 - so the two independent halves of a step never touch the same elements. Ranks beyond a
+// power of two fold in and out as in rhd (FoldGroup).
+//   cost: log2(p) (alpha + N beta + N gamma), + 2 (alpha + N beta) with a fold
+// Compared with "direct" (every rank sends its vector to all others: alpha + (n-1) N beta of
+// injected bytes, spread over n-1 links) recursive doubling sends only log2 n vectors per rank,
+// so it is the small-message choice when n is large or ranks share a NIC; direct wins for tiny
+// messages among few ranks on a full mesh (NVLink, NVSwitch, one host's shared memory), where its
+// single round beats log2 n rounds. Past a few tens of KiB both lose to rhd and the ring.
+//
+// All-gather: with n a power of two, in round d each rank sends the d blocks it holds to the rank
+// whose position differs in bit d and receives that rank's d blocks. Otherwise it is Bruck's
+// algorithm: in round d a rank sends the blocks of positions x..x+m-1 (m = min(d, n-d)) to
+// position x-d and receives those of x+d..x+d+m-1 from x+d. Blocks go straight to their place in
+// Output, so no final rotation is needed.
+//   cost: ceil(log2 n) alpha + (n-1)/n N' beta (N' = n * count * elemSize)
+#include "algorithms/builder.h"
+
+namespace braid {
+
+namespace {
+
+void rdAllReduce(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  const FoldGroup g(ctx.nranks());
+  const RingOrder order(ctx.request(), false);
+  const int x = order.posOf(ctx.rank());
+  std::vector<Span> chunks;
+  forEachChunk(part.span, ctx.chunkElems(), [&](Span c) { chunks.push_back(c); });
+  if (g.sitsOut(x)) {
+    const int partner = order.rankAt(x + 1);
+    for (Span c : chunks)
+      lane.steps.push_back(makeSend(partner, ctx.in(c.begin), ctx.bytes(c.len)));
+    for (Span c : chunks)
+      lane.steps.push_back(makeRecv(partner, ctx.out(c.begin), ctx.bytes(c.len)));
+    return;
+  }
+  BufferId work = BufferId::kInput;
+  if (g.takesOver(x)) {
+    for (Span c : chunks) {
+      lane.steps.push_back(makeRecvReduceCopy(order.rankAt(x - 1), ctx.in(c.begin),
+                                              ctx.out(c.begin), ctx.bytes(c.len)));
+    }
+    work = BufferId::kOutput;
+  }
+  const int v = g.virtualOf(x);
+  for (int d = 1; d < g.p(); d <<= 1) {
+    const int partner = order.rankAt(g.posOfVirtual(v ^ d));
+    const bool last = 2 * d == g.p();
+    for (size_t i = 0; i <= chunks.size(); ++i) {
+      Step s;
+      if (i == 0) {
+        s = makeSend(partner, ctx.at(work, chunks[0].begin), ctx.bytes(chunks[0].len));
+      } else {
+        const Span done = chunks[i - 1];
+        if (i < chunks.size()) {
+          const Span next = chunks[i];
+          s = makeSendRecvReduce(partner, ctx.at(work, next.begin), ctx.bytes(next.len), partner,
+                                 ctx.at(work, done.begin), ctx.out(done.begin),
+                                 ctx.bytes(done.len));
+        } else {
+          s = makeRecvReduceCopy(partner, ctx.at(work, done.begin), ctx.out(done.begin),
+                                 ctx.bytes(done.len));
+        }
+        if (last) s.flags |= kStepFinalize;
+      }
+      lane.steps.push_back(s);
+    }
+    work = BufferId::kOutput;
+  }
+  if (g.takesOver(x)) {
+    for (Span c : chunks) {
+      lane.steps.push_back(makeSend(order.rankAt(x - 1), ctx.out(c.begin), ctx.bytes(c.len)));
+    }
+  }
+}
+
+void rdAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  const int n = ctx.nranks();
+  const uint64_t count = ctx.count();
+  const RingOrder order(ctx.request(), false);
+  const int x = order.posOf(ctx.rank());
+  // The own block is read from Input (in place that is the same memory as its Output block).
+  auto blockPieces = [&](int pos, bool send) {
+    std::vector<ExchangePiece> pieces;
+    const int owner = order.rankAt(pos);
+    forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
+      const BufferRef ref =
+          send && owner == ctx.rank() ? ctx.in(c.begin) : ctx.out(owner * count + c.begin);
+      pieces.push_back({ref, {}, ctx.bytes(c.len), false});
+    });
+    return pieces;
+  };
+  auto append = [](std::vector<ExchangePiece>& to, std::vector<ExchangePiece> more) {
+    to.insert(to.end(), more.begin(), more.end());
+  };
+  if (!ctx.inPlace()) {
+    ctx.appendCopy(lane, ctx.in(part.span.begin), ctx.out(ctx.rank() * count + part.span.begin),
+                   part.span.len);
+  }
+  const bool powerOfTwo = (n & (n - 1)) == 0;
+  for (int d = 1; d < n; d <<= 1) {
+    std::vector<ExchangePiece> sends;
+    std::vector<ExchangePiece> recvs;
+    int to = 0;
+    int from = 0;
+    if (powerOfTwo) {
+      const int base = x & ~(d - 1);
+      to = from = order.rankAt(x ^ d);
+      for (int i = 0; i < d; ++i) {
+        append(sends, blockPieces(base + i, true));
+        append(recvs, blockPieces((base ^ d) + i, false));
+      }
+    } else {
+      const int m = std::min(d, n - d);
+      to = order.rankAt(x - d);
+      from = order.rankAt(x + d);
+      for (int i = 0; i < m; ++i) {
+        append(sends, blockPieces((x + i) % n, true));
+        append(recvs, blockPieces((x + d + i) % n, false));
+      }
+    }
+    appendExchange(lane, to, sends, from, recvs, false);
+  }
+}
+
+}  // namespace
+
+Plan buildRdPlan(const PlanRequest& request) {
+  const PlanContext ctx(request);
+  Plan plan = emptyPlan(request);
+  if (request.nranks == 1) {
+    appendSingleRankCopy(ctx, plan);
+    return plan;
+  }
+  for (const ChannelPart& part : channelParts(request.count, request.nchannels)) {
+    Lane lane{part.channel, {}};
+    if (part.span.len > 0) {
+      if (request.coll == Collective::kAllReduce) {
+        rdAllReduce(ctx, part, lane);
+      } else {
+        rdAllGather(ctx, part, lane);
+      }
+    }
+    plan.lanes.push_back(std::move(lane));
+  }
+  return plan;
+}
+
+}  // namespace braid

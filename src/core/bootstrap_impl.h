@@ -1,0 +1,132 @@
+// Bootstrap::Impl, shared by bootstrap.cc (join, split and the operations, on the caller's
+// thread) and bootstrap_service.cc (the service thread that accepts and reads every incoming
+// connection of this rank's listener).
+//
+// Threads: the caller owns the outgoing sockets (ring to the next rank, one per send peer). The
+// service thread owns the listener and every accepted socket; it files whole frames into
+// Channels, which the caller takes from under mu_. Waits on cv_ wake at least every
+// kAbortPollMs to look at the deadline and the abort flag.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
+#include "core/socket.h"
+#include "core/unique_id.h"
+
+namespace braid {
+
+/// Why a rank connects to another rank's listener (the identify frame says it).
+enum class Purpose : uint32_t { kRing = 1, kP2p = 2 };
+constexpr size_t kIdentifyBytes = 12;  // purpose, rank, nranks
+
+/// Ring frames carry the operation in their flags, so ranks in different collectives notice.
+enum class RingOp : uint16_t { kAllGather = 1, kBarrier = 2 };
+
+/// Frames from one peer (of one purpose) that nobody has taken yet.
+struct Channel {
+  struct Frame {
+    uint16_t flags = 0;
+    uint32_t tag = 0;
+    std::vector<uint8_t> data;
+  };
+  bool open = false;    ///< the peer connected and was admitted
+  bool closed = false;  ///< and has gone since; `reason` says how
+  std::string reason;
+  std::deque<Frame> frames;
+  size_t queuedBytes = 0;
+};
+
+/// The handshake limit of a WaitPolicy (a non-positive value means the default).
+inline double handshakeSeconds(const WaitPolicy& wait) {
+  return wait.handshakeSeconds > 0 ? wait.handshakeSeconds : kDefaultHandshakeSeconds;
+}
+
+/// The service thread stops reading a peer whose untaken frames exceed this (backpressure).
+constexpr size_t kMaxQueuedBytes = 64u << 20;
+
+class Bootstrap::Impl {
+ public:
+  /// Takes the listener and starts the service thread.
+  static Result<std::unique_ptr<Impl>> create(int rank, int nranks, const Secret& secret,
+                                              Socket listener, const WaitPolicy& wait);
+  ~Impl();
+
+  /// Records every rank's listener and connects the ring (to rank+1, from rank-1).
+  Status connect(std::vector<SocketAddress> peers, const Deadline& deadline);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const SocketAddress& listenAddress() const { return listenAddress_; }
+
+  Status allGather(void* data, size_t bytesPerRank, RingOp op);
+  Status send(int peer, uint32_t tag, const void* data, size_t bytes);
+  Status recv(int peer, uint32_t tag, void* data, size_t bytes);
+  Result<SplitResult> split(int color, int key);
+
+ private:
+  Impl(int rank, int nranks, const Secret& secret, Socket listener, const SocketAddress& address,
+       const WaitPolicy& wait);
+
+  Deadline opDeadline() const {
+    return Deadline::after(wait_.timeoutSeconds, wait_.abort);
+  }
+  /// Connects, authenticates and identifies to a peer's listener; returns once admitted.
+  Result<Socket> connectPeer(int peer, Purpose purpose, const Deadline& deadline,
+                             const std::string& what);
+  /// Waits for a frame on `channel` (the first with `tag`, or any when tag is empty).
+  Result<Channel::Frame> take(Channel& channel, std::optional<uint32_t> tag,
+                              const Deadline& deadline, const std::string& what);
+  Status ringStep(const void* sendData, void* recvData, size_t bytes, RingOp op,
+                  const Deadline& deadline);
+  /// Tears the ring down after a failure so that the neighbours fail quickly too.
+  Status breakRing(Status status);
+  /// Ends a wait in take(): wakes the caller and the service thread.
+  void wakeService();
+
+  // bootstrap_service.cc
+  void serve();
+  struct Incoming;
+  void admit(Admission& admission, std::vector<Incoming>& incoming);
+  bool readFrames(Incoming& in);
+  void closeIncoming(Incoming& in, const std::string& reason);
+
+  const int rank_;
+  const int nranks_;
+  const Secret secret_;
+  const WaitPolicy wait_;
+  Socket listener_;
+  const SocketAddress listenAddress_;
+  std::vector<SocketAddress> peers_;
+
+  // Caller's thread only.
+  Socket ringNext_;
+  uint64_t ringSeq_ = 0;
+  std::optional<Status> ringBroken_;
+  std::vector<Socket> p2pOut_;
+  std::vector<std::optional<Status>> p2pBroken_;
+  uint64_t splitCount_ = 0;
+
+  // Shared with the service thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Channel ringIn_;
+  std::vector<Channel> p2pIn_;
+  int ringInFd_ = -1;  ///< the accepted ring socket, for breakRing's shutdown
+
+  Socket wake_;  ///< an eventfd that ends the service thread's poll
+  std::atomic<bool> stop_{false};
+  std::thread service_;
+};
+
+}  // namespace braid

@@ -1,0 +1,218 @@
+// The bootstrap with threads as ranks: rendezvous, ring collectives, point-to-point and split.
+// Every wait has a WaitPolicy timeout, so a broken bootstrap fails the test instead of hanging.
+#include "core/bootstrap.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+namespace braid {
+namespace {
+
+constexpr double kTestTimeout = 20;
+
+WaitPolicy testWait() {
+  WaitPolicy wait;
+  wait.timeoutSeconds = kTestTimeout;
+  return wait;
+}
+
+braidUniqueId newRoot(const std::string& ifname = "lo") {
+  Result<braidUniqueId> id = startBootstrapRoot(ifname, kTestTimeout);
+  EXPECT_TRUE(id.ok()) << id.status().message();
+  return id.ok() ? id.value() : braidUniqueId{};
+}
+
+using RankBody = std::function<Status(int rank, Bootstrap& b)>;
+
+// Joins n ranks from n threads and runs body on each; the statuses of join-or-body per rank.
+std::vector<Status> runRanks(int n, const braidUniqueId& id, const RankBody& body,
+                             const std::string& ifname = "lo",
+                             const std::function<void(int)>& beforeJoin = {}) {
+  std::vector<Status> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      if (beforeJoin) beforeJoin(r);
+      Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id, r, n, ifname, testWait());
+      if (!b.ok()) {
+        out[static_cast<size_t>(r)] = b.status();
+        return;
+      }
+      EXPECT_EQ(b.value()->rank(), r);
+      EXPECT_EQ(b.value()->nranks(), n);
+      out[static_cast<size_t>(r)] = body(r, *b.value());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+void expectAllOk(const std::vector<Status>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].message();
+  }
+}
+
+uint8_t pattern(int rank, size_t i) { return static_cast<uint8_t>(rank * 31 + i * 7 + 1); }
+
+// allGather of `bytes` per rank, checked.
+Status checkedAllGather(int rank, Bootstrap& b, size_t bytes) {
+  const int n = b.nranks();
+  std::vector<uint8_t> data(bytes * static_cast<size_t>(n), 0xee);
+  for (size_t i = 0; i < bytes; ++i) data[static_cast<size_t>(rank) * bytes + i] = pattern(rank, i);
+  RETURN_IF_ERROR(b.allGather(data.data(), bytes));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < bytes; ++i) {
+      if (data[static_cast<size_t>(r) * bytes + i] != pattern(r, i)) {
+        return internalError("allGather: wrong byte " + std::to_string(i) + " of rank " +
+                             std::to_string(r));
+      }
+    }
+  }
+  return okStatus();
+}
+
+class Rendezvous : public ::testing::TestWithParam<int> {};
+
+TEST_P(Rendezvous, AllGatherBarrierSendRecv) {
+  const int n = GetParam();
+  const braidUniqueId id = newRoot();
+  expectAllOk(runRanks(n, id, [n](int r, Bootstrap& b) -> Status {
+    RETURN_IF_ERROR(checkedAllGather(r, b, 13));
+    RETURN_IF_ERROR(b.barrier());
+    RETURN_IF_ERROR(checkedAllGather(r, b, 0));
+    // Blocks larger than the socket buffers.
+    RETURN_IF_ERROR(checkedAllGather(r, b, 300000));
+
+    // In-order delivery on one (peer, tag): three messages of different sizes to the next rank.
+    const int next = (r + 1) % n;
+    const int prev = (r + n - 1) % n;
+    for (int m = 0; m < 3; ++m) {
+      std::vector<int> msg(static_cast<size_t>(m + 1), r * 100 + m);
+      RETURN_IF_ERROR(b.send(next, 7, msg.data(), msg.size() * sizeof(int)));
+    }
+    // Tags other than the one asked for are kept: two rank further, send tag 9 then tag 8, and
+    // receive tag 8 first.
+    const int far = (r + 2) % n;
+    const int farFrom = (r + 2 * n - 2) % n;
+    const uint64_t nine = 900 + static_cast<uint64_t>(r);
+    const uint32_t eight = 800 + static_cast<uint32_t>(r);
+    RETURN_IF_ERROR(b.send(far, 9, &nine, sizeof(nine)));
+    RETURN_IF_ERROR(b.send(far, 8, &eight, sizeof(eight)));
+    for (int m = 0; m < 3; ++m) {
+      std::vector<int> msg(static_cast<size_t>(m + 1));
+      RETURN_IF_ERROR(b.recv(prev, 7, msg.data(), msg.size() * sizeof(int)));
+      for (int v : msg) EXPECT_EQ(v, prev * 100 + m) << "rank " << r << " message " << m;
+    }
+    uint32_t gotEight = 0;
+    uint64_t gotNine = 0;
+    RETURN_IF_ERROR(b.recv(farFrom, 8, &gotEight, sizeof(gotEight)));
+    RETURN_IF_ERROR(b.recv(farFrom, 9, &gotNine, sizeof(gotNine)));
+    EXPECT_EQ(gotEight, 800u + static_cast<uint32_t>(farFrom));
+    EXPECT_EQ(gotNine, 900u + static_cast<uint64_t>(farFrom));
+
+    // Messages to self, and an empty message.
+    const char text[] = "self";
+    char back[sizeof(text)] = {};
+    RETURN_IF_ERROR(b.send(r, 3, text, sizeof(text)));
+    RETURN_IF_ERROR(b.recv(r, 3, back, sizeof(back)));
+    EXPECT_STREQ(back, text);
+    RETURN_IF_ERROR(b.send(next, 11, nullptr, 0));
+    RETURN_IF_ERROR(b.recv(prev, 11, nullptr, 0));
+    return b.barrier();
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 8));
+
+TEST(Bootstrap, LateRanksStillJoin) {
+  const braidUniqueId id = newRoot();
+  expectAllOk(runRanks(
+      4, id, [](int r, Bootstrap& b) { return checkedAllGather(r, b, 5); }, "lo",
+      [](int r) { std::this_thread::sleep_for(std::chrono::milliseconds(150 * (3 - r))); }));
+}
+
+TEST(Bootstrap, DefaultInterface) {
+  const braidUniqueId id = newRoot("");
+  expectAllOk(runRanks(2, id, [](int r, Bootstrap& b) { return checkedAllGather(r, b, 3); }, ""));
+}
+
+TEST(Bootstrap, AllToAllPointToPoint) {
+  // Every rank sends to every rank before receiving anything: the service threads must buffer.
+  const int n = 5;
+  const braidUniqueId id = newRoot();
+  expectAllOk(runRanks(n, id, [n](int r, Bootstrap& b) -> Status {
+    std::vector<uint8_t> big(200000);
+    for (int peer = 0; peer < n; ++peer) {
+      std::fill(big.begin(), big.end(), static_cast<uint8_t>(r * n + peer));
+      RETURN_IF_ERROR(b.send(peer, 1, big.data(), big.size()));
+    }
+    for (int peer = n - 1; peer >= 0; --peer) {
+      RETURN_IF_ERROR(b.recv(peer, 1, big.data(), big.size()));
+      const auto expected = static_cast<uint8_t>(peer * n + r);
+      if (std::any_of(big.begin(), big.end(), [&](uint8_t v) { return v != expected; })) {
+        return internalError("wrong payload from rank " + std::to_string(peer));
+      }
+    }
+    return b.barrier();
+  }));
+}
+
+TEST(Bootstrap, SplitIntoColorsWithKeyOrder) {
+  const int n = 7;
+  const std::vector<int> colors = {0, 1, 0, -1, 1, 0, -1};
+  const braidUniqueId id = newRoot();
+  expectAllOk(runRanks(n, id, [&](int r, Bootstrap& b) -> Status {
+    // Keys reverse the parent order.
+    ASSIGN_OR_RETURN(SplitResult split, b.split(colors[static_cast<size_t>(r)], 10 - r));
+    if (colors[static_cast<size_t>(r)] < 0) {
+      EXPECT_EQ(split.bootstrap, nullptr);
+      EXPECT_TRUE(split.parentRanks.empty());
+    } else {
+      EXPECT_NE(split.bootstrap, nullptr);
+      if (split.bootstrap == nullptr) return internalError("no bootstrap");
+      Bootstrap& g = *split.bootstrap;
+      const std::vector<int> expected =
+          colors[static_cast<size_t>(r)] == 0 ? std::vector<int>{5, 2, 0} : std::vector<int>{4, 1};
+      EXPECT_EQ(split.parentRanks, expected);
+      EXPECT_EQ(g.nranks(), static_cast<int>(expected.size()));
+      EXPECT_EQ(split.parentRanks[static_cast<size_t>(g.rank())], r);
+      // The new group works on its own: gather parent ranks, message around its ring.
+      std::vector<int> parents(static_cast<size_t>(g.nranks()));
+      parents[static_cast<size_t>(g.rank())] = r;
+      RETURN_IF_ERROR(g.allGather(parents.data(), sizeof(int)));
+      EXPECT_EQ(parents, expected);
+      const int next = (g.rank() + 1) % g.nranks();
+      const int prev = (g.rank() + g.nranks() - 1) % g.nranks();
+      int value = r;
+      RETURN_IF_ERROR(g.send(next, 4, &value, sizeof(value)));
+      RETURN_IF_ERROR(g.recv(prev, 4, &value, sizeof(value)));
+      EXPECT_EQ(value, expected[static_cast<size_t>(prev)]);
+      RETURN_IF_ERROR(g.barrier());
+
+      // Split again inside the group, everyone the same key: ties go by (group) rank.
+      ASSIGN_OR_RETURN(SplitResult again, g.split(0, 0));
+      EXPECT_NE(again.bootstrap, nullptr);
+      std::vector<int> ids(expected.size());
+      std::iota(ids.begin(), ids.end(), 0);
+      EXPECT_EQ(again.parentRanks, ids);
+      if (again.bootstrap != nullptr) RETURN_IF_ERROR(checkedAllGather(again.bootstrap->rank(),
+                                                                       *again.bootstrap, 9));
+    }
+    // The parent still works after its children exist.
+    RETURN_IF_ERROR(checkedAllGather(r, b, 4));
+    // A second split of the parent: everybody in one group.
+    ASSIGN_OR_RETURN(SplitResult all, b.split(3, 0));
+    if (all.bootstrap == nullptr) return internalError("no bootstrap");
+    EXPECT_EQ(all.bootstrap->rank(), r);
+    return checkedAllGather(r, *all.bootstrap, 6);
+  }));
+}
+
+}  // namespace
+}  // namespace braid

@@ -1,0 +1,123 @@
+// Communicator: one rank's membership in a group of ranks and everything it owns - bootstrap,
+// transports, connectors, tuner, plan cache, scratch and error state. The C API (api.cc) and the
+// group queue (group.cc) drive it; it never blocks except inside init/split and runTasks().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/connectors.h"
+#include "core/executor.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "transport/shm/shm_transport.h"
+#include "tuner/tuner.h"
+
+namespace braid {
+
+/// One call as the application made it.
+struct CallArgs {
+  Collective coll = Collective::kAllReduce;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;
+  braidDataType_t dtype = braidFloat32;
+  braidRedOp_t op = braidSum;
+  int root = 0;  ///< root of Broadcast/Reduce, peer of Send/Recv
+};
+
+/// A call made ready to run: its plan, buffers and the descriptor peers will check.
+struct PreparedCall {
+  std::shared_ptr<const Plan> plan;
+  PlanBuffers buffers;
+  kernels::Reducer reducer;
+  CallDescriptor call;
+};
+
+class Communicator final : public ProgressClient {
+ public:
+  /// Joins the rendezvous of `id` (blocking until all ranks arrive or the timeout).
+  static Result<std::unique_ptr<Communicator>> create(const braidUniqueId& id, int nranks,
+                                                      int rank, Config config);
+  ~Communicator() override;
+
+  /// Collective: the new communicator of this rank's color (nullptr for color < 0).
+  Result<std::unique_ptr<Communicator>> split(int color, int key);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const Config& config() const { return config_; }
+  const Logger& logger() const { return *logger_; }
+  const Tuner& tuner() const { return tuner_; }
+
+  /// Plans the call (from the cache when it has run before) and assigns its sequence number.
+  /// Buffers are bound by bind() once the batch's scratch is known.
+  Result<PreparedCall> prepare(const CallArgs& args);
+  /// Makes sure the scratch area holds at least `bytes` and returns it.
+  Result<char*> scratch(size_t bytes);
+  ConnectorTable& connectors() { return connectors_; }
+
+  // ProgressClient.
+  Status health() override;
+  bool peerAlive(int peer) override;
+  std::string describePeer(int peer) const override;
+  Waker* waker() override;
+  double timeoutSeconds() const override { return config_.timeoutSeconds; }
+  std::string who() const override;
+
+  /// Makes every call in progress (from any thread) end with an error.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  /// Marks the communicator unusable and tells the peers on this host why (first error wins).
+  void fail(const Status& status);
+  /// The error that made it unusable (ok while healthy).
+  Status asyncError() const;
+
+ private:
+  Communicator(Config config, std::unique_ptr<Logger> logger);
+  static Result<std::unique_ptr<Communicator>> fromBootstrap(std::unique_ptr<Bootstrap> bootstrap,
+                                                             Config config,
+                                                             std::unique_ptr<Logger> logger);
+  Status setUp();
+  Result<std::shared_ptr<const Plan>> plan(const PlanRequest& request);
+
+  Config config_;
+  std::unique_ptr<Logger> logger_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  int maxChannels_ = 1;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::vector<PeerInfo> peers_;
+  std::unique_ptr<ShmTransport> shm_;
+  Waker privateWaker_;
+  ConnectorTable connectors_;
+  Tuner tuner_;
+  std::vector<int> ring_;
+
+  struct PlanKeyHash {
+    size_t operator()(const PlanRequest& r) const;
+  };
+  std::unordered_map<PlanRequest, std::shared_ptr<const Plan>, PlanKeyHash> planCache_;
+
+  std::unique_ptr<char, void (*)(void*)> scratch_{nullptr, &std::free};
+  size_t scratchBytes_ = 0;
+
+  uint32_t collSeq_ = 0;
+  std::vector<uint32_t> sendSeq_;  ///< per peer
+  std::vector<uint32_t> recvSeq_;  ///< per peer
+
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex errorMutex_;
+  Status asyncError_;
+};
+
+}  // namespace braid

@@ -1,0 +1,66 @@
+// The host executor: runs one rank's Plan on the calling thread with the CPU kernels.
+//
+// A PlanRun never blocks. progress() advances every lane as far as the FIFOs allow and reports
+// whether anything moved; the progress engine (progress.h) decides how to wait between calls.
+// Every received slot is checked against this rank's own call (size and CallDescriptor), so ranks
+// that disagree fail with a message naming both calls instead of corrupting data or hanging.
+#pragma once
+
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/connectors.h"
+#include "core/status.h"
+#include "kernels/cpu/reduce.h"
+#include "transport/fifo.h"
+
+namespace braid {
+
+/// The caller's memory behind a plan's named buffers.
+struct PlanBuffers {
+  const char* input = nullptr;
+  char* output = nullptr;
+  char* scratch = nullptr;
+};
+
+/// "allreduce(count=1000, float, sum)" and the like, for mismatch reports.
+std::string describeCall(const CallDescriptor& call);
+
+class PlanRun {
+ public:
+  PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& reducer,
+          const CallDescriptor& call, ConnectorTable* connectors);
+
+  /// Advances what can advance now. Returns whether anything moved.
+  Result<bool> progress();
+  bool done() const { return lanesLeft_ == 0; }
+  const CallDescriptor& call() const { return call_; }
+  /// Where the run stands, for timeout reports ("lane 0 step 3/12 (recvReduceSend from 2)").
+  std::string position() const;
+  /// Appends the peers that the current step of each unfinished lane exchanges with.
+  void waitingOn(std::vector<int>& peers) const;
+
+ private:
+  enum class StepResult { kBlocked, kPartial, kDone };
+  struct LaneState {
+    size_t next = 0;
+    bool sendDone = false;  // halves of an independent step already finished
+    bool recvDone = false;
+  };
+
+  Result<StepResult> tryDependent(const Step& step, int channel);
+  Result<StepResult> tryIndependent(const Step& step, int channel, LaneState& state);
+  Status checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const;
+  const char* in(BufferRef ref) const;
+  char* out(BufferRef ref) const;
+
+  const Plan& plan_;
+  PlanBuffers buffers_;
+  kernels::Reducer reducer_;
+  CallDescriptor call_;
+  ConnectorTable* connectors_;
+  std::vector<LaneState> lanes_;
+  size_t lanesLeft_ = 0;
+};
+
+}  // namespace braid

@@ -1,0 +1,159 @@
+#include "core/progress.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace braid {
+namespace {
+
+// Backoff thresholds, in nanoseconds of continuous idleness.
+constexpr int64_t kSpinNs = 2'000;     // a running peer answers well within this
+constexpr int64_t kYieldNs = 200'000;  // then let a peer sharing our core run
+constexpr int64_t kSleepNs = 1'000'000;  // futex naps, re-checking health and timeout after each
+constexpr int64_t kNapNs = 20'000;       // when no single Waker covers all runs
+constexpr int64_t kLivenessNs = 100'000'000;  // how often blocked runs ask whether peers live
+
+int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+bool ready(const std::vector<ProgressTask>& tasks, const ProgressTask& task) {
+  return std::all_of(task.after.begin(), task.after.end(),
+                     [&](size_t i) { return tasks[i].finished; });
+}
+
+}  // namespace
+
+Status runTasks(std::vector<ProgressTask>& tasks) {
+  // One Waker for every unfinished task lets the engine sleep on a futex; otherwise it naps.
+  Waker* sharedWaker = nullptr;
+  bool oneWaker = true;
+  double timeout = 0;
+  for (const ProgressTask& t : tasks) {
+    Waker* w = t.client->waker();
+    if (sharedWaker == nullptr) sharedWaker = w;
+    if (w == nullptr || w != sharedWaker) oneWaker = false;
+    const double tt = t.client->timeoutSeconds();
+    if (tt > 0) timeout = timeout > 0 ? std::min(timeout, tt) : tt;
+  }
+  const int64_t timeoutNs = timeout > 0 ? static_cast<int64_t>(timeout * 1e9) : 0;
+
+  size_t left = 0;
+  for (const ProgressTask& t : tasks) left += t.finished ? 0 : 1;
+  int64_t idleSince = 0;
+  int64_t lastLiveness = 0;
+  uint32_t spins = 0;
+  std::vector<int> peers;
+
+  auto sweep = [&]() -> Result<bool> {
+    bool moved = false;
+    for (ProgressTask& t : tasks) {
+      if (t.finished || !ready(tasks, t)) continue;
+      t.started = true;
+      Result<bool> r = t.run->progress();
+      if (!r.ok()) {
+        t.client->health().ok();  // let the client record peer state first
+        return r.status().withContext(t.client->who() + " in " + describeCall(t.run->call()));
+      }
+      moved |= r.value();
+      if (t.run->done()) {
+        t.finished = true;
+        --left;
+        moved = true;
+      }
+    }
+    return moved;
+  };
+
+  while (left > 0) {
+    ASSIGN_OR_RETURN(bool moved, sweep());
+    if (moved) {
+      idleSince = 0;
+      spins = 0;
+      continue;
+    }
+    // Spin a little before reading the clock at all.
+    if (++spins < 64) {
+      cpuRelax();
+      continue;
+    }
+    const int64_t now = nowNs();
+    if (idleSince == 0) idleSince = now;
+    const int64_t idle = now - idleSince;
+    if (idle < kSpinNs) {
+      cpuRelax();
+      continue;
+    }
+    for (ProgressTask& t : tasks) {
+      if (t.finished) continue;
+      Status health = t.client->health();
+      if (!health.ok()) {
+        return health.withContext(t.client->who() + " in " + describeCall(t.run->call()));
+      }
+    }
+    if (now - lastLiveness > kLivenessNs) {
+      lastLiveness = now;
+      for (ProgressTask& t : tasks) {
+        if (t.finished || !t.started) continue;
+        peers.clear();
+        t.run->waitingOn(peers);
+        for (int peer : peers) {
+          if (t.client->peerAlive(peer)) continue;
+          // What a peer posted before exiting is still in the FIFOs: look once more.
+          ASSIGN_OR_RETURN(bool movedAfter, sweep());
+          if (movedAfter) break;
+          return remoteError(t.client->describePeer(peer) + " exited while " + t.client->who() +
+                             " was waiting on it in " + describeCall(t.run->call()) + ", " +
+                             t.run->position());
+        }
+      }
+    }
+    if (timeoutNs > 0 && idle > timeoutNs) {
+      for (ProgressTask& t : tasks) {
+        if (t.finished || !ready(tasks, t)) continue;
+        return timeoutError(t.client->who() + ": " + describeCall(t.run->call()) +
+                            " made no progress for " + std::to_string(timeout) +
+                            " s (BRAID_TIMEOUT); stuck at " + t.run->position());
+      }
+    }
+    if (idle < kYieldNs) {
+      sched_yield();
+      continue;
+    }
+    if (!oneWaker) {
+      timespec nap{0, kNapNs};
+      nanosleep(&nap, nullptr);
+      continue;
+    }
+    // Raise `sleeping`, then look once more: a post that raced with us is either seen here or
+    // rings the Waker (see fifo.h).
+    const uint32_t seq = sharedWaker->seq.load(std::memory_order_acquire);
+    sharedWaker->sleeping.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    Result<bool> recheck = sweep();
+    if (recheck.ok() && !recheck.value()) sleepOnWaker(sharedWaker, seq, kSleepNs);
+    sharedWaker->sleeping.store(0, std::memory_order_relaxed);
+    if (!recheck.ok()) return recheck.status();
+    if (recheck.value()) {
+      idleSince = 0;
+      spins = 0;
+    }
+  }
+  return okStatus();
+}
+
+}  // namespace braid

@@ -1,0 +1,190 @@
+#include "transport/shm/shm_transport.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/log.h"
+
+namespace braid {
+
+constexpr uint64_t kInboxMagic = 0x6272616964736d31ull;  // "braidsm1"
+constexpr size_t kHeaderBytes = 4096;
+constexpr size_t kFifoMetaBytes = 4096;  // FifoControl + SlotHeader[nslots], nslots <= 64
+constexpr size_t kMessageBytes = 256;
+
+struct FailureNotice {
+  std::atomic<int32_t> state{0};  // 0 none, 1 being written, 2 readable
+  int32_t rank = -1;
+  int32_t code = 0;
+  char message[kMessageBytes] = {};
+};
+
+struct InboxHeader {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+  int32_t maxChannels;
+  uint32_t nslots;
+  uint32_t slotBytes;
+  uint64_t fifoStride;
+  Waker waker;
+  alignas(kCacheLine) FailureNotice failure;
+};
+static_assert(sizeof(InboxHeader) <= kHeaderBytes);
+static_assert(sizeof(FifoControl) + 64 * sizeof(SlotHeader) <= kFifoMetaBytes);
+
+namespace {
+
+size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+struct SegmentName {
+  char name[64];
+};
+
+}  // namespace
+
+ShmTransport::~ShmTransport() = default;
+
+Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContext& ctx) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->rank_ = ctx.rank;
+  t->nranks_ = ctx.nranks;
+  t->maxChannels_ = ctx.maxChannels;
+  t->nslots_ = static_cast<uint32_t>(ctx.config->nslots);
+  t->slotBytes_ = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
+  t->fifoStride_ = kFifoMetaBytes + roundUp(size_t{t->nslots_} * t->slotBytes_, 4096);
+  const size_t bytes =
+      kHeaderBytes + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
+
+  removeStaleSegments();
+  const std::string myName = makeSegmentName();
+  ASSIGN_OR_RETURN(ShmSegment mine, ShmSegment::create(myName, bytes));
+  auto* h = new (mine.data()) InboxHeader();
+  h->rank = ctx.rank;
+  h->nranks = ctx.nranks;
+  h->maxChannels = ctx.maxChannels;
+  h->nslots = t->nslots_;
+  h->slotBytes = t->slotBytes_;
+  h->fifoStride = t->fifoStride_;
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kInboxMagic;
+
+  std::vector<SegmentName> names(ctx.nranks);
+  std::snprintf(names[ctx.rank].name, sizeof(names[ctx.rank].name), "%s", myName.c_str());
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(names.data(), sizeof(SegmentName)));
+
+  const std::vector<PeerInfo>& peers = *ctx.peers;
+  const PeerInfo& self = peers[ctx.rank];
+  t->inboxes_.resize(ctx.nranks);
+  t->pids_.assign(ctx.nranks, 0);
+  t->reserved_.assign(ctx.nranks, std::vector<bool>(ctx.maxChannels, false));
+  Status openStatus;
+  for (int r = 0; r < ctx.nranks; ++r) {
+    if (r == ctx.rank) continue;
+    if (peers[r].hostHash != self.hostHash) continue;
+    Result<ShmSegment> seg = ShmSegment::open(names[r].name, bytes);
+    if (!seg.ok()) {
+      // Same host name but another /dev/shm (containers): leave the peer to other transports.
+      BRAID_LOG(*ctx.logger, kInfo, kShm, "cannot map rank %d's inbox: %s", r,
+                seg.status().message().c_str());
+      continue;
+    }
+    const auto* ph = reinterpret_cast<const InboxHeader*>(seg->data());
+    if (ph->magic != kInboxMagic || ph->rank != r || ph->nranks != ctx.nranks ||
+        ph->fifoStride != t->fifoStride_) {
+      openStatus = invalidUsage("rank " + std::to_string(r) +
+                                "'s shared-memory inbox has another layout (BRAID_NSLOTS or "
+                                "BRAID_CHUNK_BYTES differ between ranks?)");
+    }
+    if (peers[r].pidNamespace == self.pidNamespace) t->pids_[r] = peers[r].pid;
+    t->inboxes_[r] = std::move(seg).value();
+  }
+  t->inboxes_[ctx.rank] = std::move(mine);
+  // Everyone has mapped everything it needs: the names can go.
+  Status barrier = ctx.bootstrap->barrier();
+  t->inboxes_[ctx.rank].unlink();
+  RETURN_IF_ERROR(barrier);
+  RETURN_IF_ERROR(openStatus);
+  return t;
+}
+
+InboxHeader* ShmTransport::header(int rank) const {
+  return reinterpret_cast<InboxHeader*>(inboxes_[rank].data());
+}
+
+bool ShmTransport::canConnect(int peer) const {
+  return peer >= 0 && peer < nranks_ && peer != rank_ && inboxes_[peer].data() != nullptr;
+}
+
+FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
+  char* base = inboxes_[receiver].data() + kHeaderBytes +
+               (size_t(sender) * maxChannels_ + channel) * fifoStride_;
+  FifoView v;
+  v.control = reinterpret_cast<FifoControl*>(base);
+  v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
+  v.data = base + kFifoMetaBytes;
+  v.nslots = nslots_;
+  v.slotBytes = slotBytes_;
+  return v;
+}
+
+Status ShmTransport::reserveFifo(int receiver, int sender, int channel) {
+  const int peer = receiver == rank_ ? sender : receiver;
+  const size_t offset = kHeaderBytes + (size_t(sender) * maxChannels_ + channel) * fifoStride_;
+  return inboxes_[receiver].reserve(offset, fifoStride_).withContext(
+      "FIFO with rank " + std::to_string(peer));
+}
+
+Result<SendConnector> ShmTransport::sendConnector(int peer, int channel) {
+  if (!canConnect(peer) || channel < 0 || channel >= maxChannels_) {
+    return internalError("no shared-memory FIFO to rank " + std::to_string(peer) + " channel " +
+                         std::to_string(channel));
+  }
+  RETURN_IF_ERROR(reserveFifo(peer, rank_, channel));
+  return SendConnector(fifo(peer, rank_, channel), &header(peer)->waker);
+}
+
+Result<RecvConnector> ShmTransport::recvConnector(int peer, int channel) {
+  if (!canConnect(peer) || channel < 0 || channel >= maxChannels_) {
+    return internalError("no shared-memory FIFO from rank " + std::to_string(peer) +
+                         " channel " + std::to_string(channel));
+  }
+  RETURN_IF_ERROR(reserveFifo(rank_, peer, channel));
+  return RecvConnector(fifo(rank_, peer, channel), &header(peer)->waker);
+}
+
+Waker* ShmTransport::waker() const { return &header(rank_)->waker; }
+
+void ShmTransport::notifyFailure(int failedRank, braidResult_t code, const std::string& message) {
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_ || inboxes_[r].data() == nullptr) continue;
+    FailureNotice& notice = header(r)->failure;
+    int32_t expected = 0;
+    if (!notice.state.compare_exchange_strong(expected, 1)) continue;
+    notice.rank = failedRank;
+    notice.code = code;
+    std::snprintf(notice.message, sizeof(notice.message), "%s", message.c_str());
+    notice.state.store(2, std::memory_order_release);
+    header(r)->waker.sleeping.store(1);  // force the wake below even if it is awake right now
+    wakeIfSleeping(&header(r)->waker);
+  }
+}
+
+std::optional<Status> ShmTransport::receivedFailure() const {
+  const FailureNotice& notice = header(rank_)->failure;
+  if (notice.state.load(std::memory_order_acquire) != 2) return std::nullopt;
+  return Status(static_cast<braidResult_t>(notice.code),
+                "rank " + std::to_string(notice.rank) + " failed: " + std::string(notice.message));
+}
+
+bool ShmTransport::peerAlive(int peer) const {
+  if (peer < 0 || peer >= nranks_ || pids_[peer] <= 0) return true;
+  return !(kill(pids_[peer], 0) != 0 && errno == ESRCH);
+}
+
+}  // namespace braid

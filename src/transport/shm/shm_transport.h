@@ -1,0 +1,59 @@
+// Shared-memory transport between processes (or threads) of one host.
+//
+// Every rank creates one segment, its inbox: a header holding its Waker and a failure notice,
+// then one FIFO per (sending rank, channel). A sender writes its slots straight into the
+// receiver's inbox; the receiver reads them in place. All ranks of the host map every inbox at
+// init (pages are committed per FIFO on first use), then the names are unlinked.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "transport/shm/shm_segment.h"
+#include "transport/transport.h"
+
+namespace braid {
+
+struct InboxHeader;
+
+class ShmTransport final : public Transport {
+ public:
+  /// Collective over ctx.bootstrap: every rank of the communicator must call it.
+  static Result<std::unique_ptr<ShmTransport>> create(const TransportContext& ctx);
+  ~ShmTransport() override;
+
+  std::string_view name() const override { return "shm"; }
+  bool canConnect(int peer) const override;
+  Result<SendConnector> sendConnector(int peer, int channel) override;
+  Result<RecvConnector> recvConnector(int peer, int channel) override;
+
+  /// The Waker this rank sleeps on; peers on this host wake it.
+  Waker* waker() const;
+  /// Tells every peer on this host that `failedRank` failed: they see `code` and the message
+  /// (the first notice a peer gets wins).
+  void notifyFailure(int failedRank, braidResult_t code, const std::string& message);
+  /// A failure some peer reported to this rank, if any.
+  std::optional<Status> receivedFailure() const;
+  /// False once a peer process on this host is known to have exited.
+  bool peerAlive(int peer) const;
+
+ private:
+  ShmTransport() = default;
+  InboxHeader* header(int rank) const;
+  FifoView fifo(int receiver, int sender, int channel) const;
+  Status reserveFifo(int receiver, int sender, int channel);
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  int maxChannels_ = 1;
+  uint32_t nslots_ = 0;
+  uint32_t slotBytes_ = 0;
+  size_t fifoStride_ = 0;
+  std::vector<ShmSegment> inboxes_;  ///< by rank; unmapped (size 0) for peers not on this host
+  std::vector<int> pids_;            ///< pid per rank when comparable, else 0
+  std::vector<std::vector<bool>> reserved_;  ///< [peer][channel]: FIFO pages committed
+};
+
+}  // namespace braid

@@ -1,0 +1,57 @@
+// The transport interface. A transport links this rank with some of its peers and hands the
+// executors FIFOs (fifo.h) to them; the executors never see which transport is underneath.
+//
+// Each transport lives in its own directory with the same file set: <name>_transport.h/.cc (the
+// Transport below and its factory), plus whatever private pieces it needs, and a test beside them.
+// A factory is collective over the communicator's bootstrap: it exchanges what its peers need
+// (segment names, addresses, queue pair numbers) and returns once connectors can be made.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "transport/fifo.h"
+
+namespace braid {
+
+class Bootstrap;
+class Logger;
+struct Config;
+
+/// What every rank tells the others about itself at init.
+struct PeerInfo {
+  uint64_t hostHash = 0;     ///< same value = same host (hostname + boot id, or BRAID_HOSTID)
+  uint64_t pidNamespace = 0; ///< inode of /proc/self/ns/pid: pids comparable only when equal
+  int32_t pid = 0;
+  int32_t rank = 0;
+  char hostName[64] = {};
+};
+
+/// Information a transport factory needs; owned by the communicator being built.
+struct TransportContext {
+  Bootstrap* bootstrap = nullptr;
+  const Config* config = nullptr;
+  const Logger* logger = nullptr;
+  int rank = 0;
+  int nranks = 1;
+  int maxChannels = 1;                 ///< connectors exist for channels [0, maxChannels)
+  const std::vector<PeerInfo>* peers = nullptr;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  /// Whether this transport links this rank with `peer`.
+  virtual bool canConnect(int peer) const = 0;
+  /// The FIFO carrying this rank's data to `peer` on `channel` (made on first use).
+  virtual Result<SendConnector> sendConnector(int peer, int channel) = 0;
+  /// The FIFO carrying `peer`'s data to this rank on `channel` (made on first use).
+  virtual Result<RecvConnector> recvConnector(int peer, int channel) = 0;
+};
+
+}  // namespace braid

@@ -1,0 +1,148 @@
+#include "tests/support/multiprocess.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+
+namespace braid::testing {
+namespace {
+
+double nowSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void writeAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds) {
+  std::vector<RankOutcome> outcomes(nranks);
+  braidUniqueId id{};
+  if (braidGetUniqueId(&id) != braidSuccess) {
+    for (int r = 0; r < nranks; ++r) {
+      outcomes[r].rank = r;
+      outcomes[r].output = std::string("braidGetUniqueId failed: ") + braidGetLastError(nullptr);
+    }
+    return outcomes;
+  }
+  std::vector<pid_t> pids(nranks, -1);
+  std::vector<int> pipes(nranks, -1);
+  for (int r = 0; r < nranks; ++r) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return outcomes;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      std::string report;
+      try {
+        report = body(r, id);
+      } catch (const std::exception& e) {
+        report = std::string("exception: ") + e.what();
+      }
+      writeAll(fds[1], report);
+      close(fds[1]);
+      _exit(report.empty() ? 0 : 1);
+    }
+    close(fds[1]);
+    pids[r] = pid;
+    pipes[r] = fds[0];
+    outcomes[r].rank = r;
+  }
+
+  const double deadline = nowSeconds() + deadlineSeconds;
+  int running = nranks;
+  std::vector<bool> done(nranks, false);
+  while (running > 0) {
+    // Drain the pipes so a chatty child never blocks on a full pipe.
+    std::vector<pollfd> pfds;
+    for (int r = 0; r < nranks; ++r) {
+      if (pipes[r] >= 0) pfds.push_back({pipes[r], POLLIN, 0});
+    }
+    if (!pfds.empty()) poll(pfds.data(), pfds.size(), 10);
+    else usleep(10000);
+    for (int r = 0; r < nranks; ++r) {
+      if (pipes[r] < 0) continue;
+      char buf[4096];
+      for (;;) {
+        pollfd one{pipes[r], POLLIN, 0};
+        if (poll(&one, 1, 0) <= 0) break;
+        ssize_t n = read(pipes[r], buf, sizeof(buf));
+        if (n <= 0) {
+          close(pipes[r]);
+          pipes[r] = -1;
+          break;
+        }
+        outcomes[r].output.append(buf, static_cast<size_t>(n));
+      }
+    }
+    for (int r = 0; r < nranks; ++r) {
+      if (done[r]) continue;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        done[r] = true;
+        --running;
+        if (WIFEXITED(status)) {
+          outcomes[r].exited = true;
+          outcomes[r].exitCode = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+          outcomes[r].signal = WTERMSIG(status);
+        }
+      }
+    }
+    if (running > 0 && nowSeconds() > deadline) {
+      for (int r = 0; r < nranks; ++r) {
+        if (done[r]) continue;
+        kill(pids[r], SIGKILL);
+        int status = 0;
+        waitpid(pids[r], &status, 0);
+        done[r] = true;
+        outcomes[r].timedOut = true;
+        outcomes[r].output += "\n(killed at the test deadline)";
+      }
+      running = 0;
+    }
+  }
+  for (int r = 0; r < nranks; ++r) {
+    if (pipes[r] >= 0) close(pipes[r]);
+  }
+  return outcomes;
+}
+
+std::string failures(const std::vector<RankOutcome>& outcomes) {
+  std::ostringstream os;
+  for (const RankOutcome& o : outcomes) {
+    if (o.ok()) continue;
+    os << "rank " << o.rank << ": ";
+    if (o.timedOut) os << "timed out; ";
+    else if (!o.exited) os << "killed by signal " << o.signal << " (" << strsignal(o.signal) << "); ";
+    else os << "exit code " << o.exitCode << "; ";
+    os << o.output << "\n";
+  }
+  return os.str();
+}
+
+const braidConfig_t* Settings::config() {
+  pointers_.clear();
+  for (const std::string& s : items_) pointers_.push_back(s.c_str());
+  pointers_.push_back(nullptr);
+  config_.size = sizeof(braidConfig_t);
+  config_.settings = pointers_.data();
+  return &config_;
+}
+
+}  // namespace braid::testing

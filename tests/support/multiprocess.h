@@ -1,0 +1,49 @@
+// Runs a test body as several rank processes (fork per rank) under a deadline.
+//
+// Each child runs body(rank, id) and reports failures as text through a pipe; the parent collects
+// every child's outcome, kills the survivors when the deadline passes and never hangs.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid.h"
+
+namespace braid::testing {
+
+struct RankOutcome {
+  int rank = 0;
+  bool exited = false;   ///< exited normally (else killed by a signal or by the deadline)
+  int exitCode = 0;
+  int signal = 0;
+  bool timedOut = false;
+  std::string output;    ///< what the body reported (failures), or why it died
+  bool ok() const { return exited && exitCode == 0 && !timedOut; }
+};
+
+/// The body returns "" on success or a description of what went wrong.
+using RankBody = std::function<std::string(int rank, const braidUniqueId& id)>;
+
+/// Forks nranks processes sharing one unique id; waits at most deadlineSeconds for all of them.
+std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds);
+
+/// A multi-line summary of the outcomes that failed ("" when all passed).
+std::string failures(const std::vector<RankOutcome>& outcomes);
+
+/// "NAME=value" settings for braidCommInitRankConfig, kept alive with their pointer array.
+class Settings {
+ public:
+  Settings() = default;
+  Settings(std::initializer_list<std::string> items) : items_(items) {}
+  void add(const std::string& item) { items_.push_back(item); }
+  /// A config valid while this object lives and is not modified.
+  const braidConfig_t* config();
+
+ private:
+  std::vector<std::string> items_;
+  std::vector<const char*> pointers_;
+  braidConfig_t config_ = BRAID_CONFIG_INITIALIZER;
+};
+
+}  // namespace braid::testing
