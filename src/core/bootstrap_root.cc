@@ -8,6 +8,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -15,6 +16,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/bootstrap_wire.h"
 #include "core/little_endian.h"
@@ -279,6 +281,9 @@ Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeo
   // Build the process logger here, before the thread exists: a process forked while another
   // thread is half way through a static's initialisation would wait for it forever.
   (void)processLogger();
+  // Likewise OpenSSL initialises itself lazily on first use: do that first use here.
+  std::array<uint8_t, 32> warmKey{};
+  (void)hmacSha256(warmKey.data(), warmKey.size(), warmKey.data(), warmKey.size());
   ASSIGN_OR_RETURN(const InterfaceAddress interface, selectInterface(ifname));
   ASSIGN_OR_RETURN(Socket listener, Socket::listenOn(interface.address));
   ASSIGN_OR_RETURN(const SocketAddress address, listener.localAddress());

@@ -9,6 +9,9 @@
 #include "algorithms/algorithms.h"
 #include "core/dtype.h"
 #include "topology/host_id.h"
+#include "topology/locality.h"
+#include "topology/ordering.h"
+#include "topology/process_topology.h"
 
 namespace braid {
 namespace {
@@ -68,16 +71,37 @@ Result<std::unique_ptr<Communicator>> Communicator::fromBootstrap(
 }
 
 Status Communicator::setUp() {
+  TopologyOptions topoOptions;
+  topoOptions.xmlFile = config_.topoFile;
+  topoOptions.dumpFile = config_.topoDumpFile;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Topology> topology, processTopology(topoOptions));
+  static_assert(sizeof(PeerInfo::locality) == kLocalityWireBytes);
+
   PeerInfo self;
   self.hostHash = hostHash(hostIdentity(config_.hostId));
   self.pidNamespace = pidNamespaceId();
   self.pid = static_cast<int32_t>(getpid());
   self.rank = rank_;
   gethostname(self.hostName, sizeof(self.hostName) - 1);
+  encodeLocality(localLocality(*topology), self.locality);
   peers_.assign(nranks_, PeerInfo{});
   peers_[rank_] = self;
   RETURN_IF_ERROR(bootstrap_->allGather(peers_.data(), sizeof(PeerInfo))
                       .withContext("exchanging peer information"));
+  if (rank_ == 0) {
+    BRAID_LOG(*logger_, kInfo, kTopo, "%s", topology->summary().c_str());
+  }
+
+  // Rings and trees follow the hardware: hosts contiguous, then sockets, NUMA nodes, switches.
+  std::vector<RankPlacement> placements(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    placements[r].hostHash = peers_[r].hostHash;
+    placements[r].locality = decodeLocality(peers_[r].locality);
+  }
+  ring_ = orderRanks(placements);
+  bool identity = true;
+  for (int r = 0; r < nranks_; ++r) identity &= ring_[r] == r;
+  if (identity) ring_.clear();
 
   maxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultMaxChannels;
   TransportContext ctx;
@@ -104,13 +128,22 @@ Status Communicator::setUp() {
     }
   }
   connectors_ = ConnectorTable(rank_, maxChannels_, std::move(transports));
-  tuner_ = Tuner(config_, nranks_, maxChannels_, config_.slotBytes);
+  ASSIGN_OR_RETURN(tuner_, Tuner::create(config_, nranks_, maxChannels_, config_.slotBytes));
   sendSeq_.assign(nranks_, 0);
   recvSeq_.assign(nranks_, 0);
   BRAID_LOG(*logger_, kInfo, kInit,
             "rank %d/%d pid %d on %s: shm to %d peers, %d channels, %d slots of %u bytes", rank_,
             nranks_, self.pid, self.hostName, viaShm, maxChannels_, config_.nslots,
             config_.slotBytes);
+  if (rank_ == 0) {
+    std::string order = "identity";
+    if (!ring_.empty()) {
+      order.clear();
+      for (int r : ring_) order += std::to_string(r) + " ";
+    }
+    BRAID_LOG(*logger_, kInfo, kTune, "ring order: %s; choices: %s", order.c_str(),
+              tuner_.describe().c_str());
+  }
   return okStatus();
 }
 

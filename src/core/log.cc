@@ -106,7 +106,7 @@ std::string_view subsysName(Subsys subsys) {
 }
 
 Logger::Logger(LogLevel level, uint32_t subsysMask, const std::string& file)
-    : level_(level), mask_(subsysMask) {
+    : level_(level), mask_(subsysMask), host_(hostName()) {
   if (!file.empty()) {
     const std::string path = expandPath(file);
     if (FILE* f = std::fopen(path.c_str(), "a")) {
@@ -121,7 +121,6 @@ Logger::~Logger() {
 }
 
 void Logger::log(LogLevel level, Subsys subsys, const char* format, ...) const {
-  static const std::string host = hostName();
   static constexpr std::array<const char*, 4> kLevels = {"NONE", "WARN", "INFO", "TRACE"};
   char message[2048];
   va_list args;
@@ -131,7 +130,7 @@ void Logger::log(LogLevel level, Subsys subsys, const char* format, ...) const {
   char rank[16] = "-";
   if (rank_ >= 0) std::snprintf(rank, sizeof(rank), "%d", rank_);
   // One fprintf per line keeps lines from different threads whole.
-  std::fprintf(sink_, "[%s:%d:%s] BRAID %s %s %s\n", host.c_str(), static_cast<int>(getpid()),
+  std::fprintf(sink_, "[%s:%d:%s] BRAID %s %s %s\n", host_.c_str(), static_cast<int>(getpid()),
                rank, kLevels[static_cast<int>(level)], std::string(subsysName(subsys)).c_str(),
                message);
   std::fflush(sink_);

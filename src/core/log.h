@@ -54,6 +54,7 @@ class Logger {
   LogLevel level_;
   uint32_t mask_;
   int rank_ = -1;
+  std::string host_;
   FILE* sink_ = stderr;
   bool ownsSink_ = false;
 };

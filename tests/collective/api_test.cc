@@ -263,6 +263,13 @@ TEST(ApiTest, MalformedSettingNamesTheVariable) {
   braidComm_t comm = nullptr;
   EXPECT_EQ(braidCommInitAllConfig(&comm, 1, nullptr, settings.config()), braidInvalidArgument);
   EXPECT_NE(std::string(braidGetLastError(nullptr)).find("BRAID_NCHANNELS"), std::string::npos);
+  Settings bogus{"BRAID_ALGO=bogus"};
+  EXPECT_EQ(braidCommInitAllConfig(&comm, 1, nullptr, bogus.config()), braidInvalidArgument);
+  EXPECT_NE(std::string(braidGetLastError(nullptr)).find("'bogus'"), std::string::npos);
+  Settings unfit{"BRAID_ALGO=allreduce:pairwise"};
+  EXPECT_EQ(braidCommInitAllConfig(&comm, 1, nullptr, unfit.config()), braidInvalidArgument);
+  EXPECT_NE(std::string(braidGetLastError(nullptr)).find("cannot serve allreduce"),
+            std::string::npos);
   Settings unknown{"BRAID_NO_SUCH_THING=1"};
   EXPECT_EQ(braidCommInitAllConfig(&comm, 1, nullptr, unknown.config()), braidInvalidArgument);
   EXPECT_NE(std::string(braidGetLastError(nullptr)).find("BRAID_NO_SUCH_THING"), std::string::npos);

@@ -24,6 +24,12 @@ const std::vector<Variant>& variants() {
       {"defaults", {}},
       // Tiny slots, shallow FIFOs and two channels: every path pipelines over many chunks.
       {"small_chunks", {"BRAID_CHUNK_BYTES=1K", "BRAID_NSLOTS=2", "BRAID_NCHANNELS=2"}},
+      // Every algorithm forced in turn (for the collectives it serves), one with several channels.
+      {"ring", {"BRAID_ALGO=ring", "BRAID_NCHANNELS=3", "BRAID_CHUNK_BYTES=8K"}},
+      {"tree", {"BRAID_ALGO=tree", "BRAID_CHUNK_BYTES=8K"}},
+      {"rhd", {"BRAID_ALGO=rhd", "BRAID_CHUNK_BYTES=8K"}},
+      {"rd", {"BRAID_ALGO=rd", "BRAID_CHUNK_BYTES=8K"}},
+      {"direct", {"BRAID_ALGO=direct", "BRAID_CHUNK_BYTES=8K"}},
   };
   return kVariants;
 }
@@ -64,8 +70,8 @@ TEST_P(CollectiveTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveTest,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
-                                            ::testing::Values(0, 1)),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8),
+                                            ::testing::Range(0, 7)),
                          [](const auto& info) {
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" +
                                   variants()[std::get<1>(info.param)].name;

@@ -201,14 +201,3 @@ BENCHMARK_CAPTURE(BM_ReduceLevel, double_max, braidFloat64, braidMax)->Apply(lev
 
 }  // namespace
 }  // namespace braid::kernels
-
-// braid_benchmarks has no main of its own yet (perf/meson.build links no benchmark_main). A weak
-// one here keeps the program linking; any strong main linked in later (a perf/benchmark_main.cc
-// or libbenchmark_main) takes its place, and then this one should go.
-__attribute__((weak)) int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
