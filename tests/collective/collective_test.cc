@@ -3,6 +3,7 @@
 // are not powers of two, under several data-path settings. Each rank is a process.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -76,6 +77,45 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveTest,
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" +
                                   variants()[std::get<1>(info.param)].name;
                          });
+
+// A few hundred random calls (collective, type, op, count, root, in-place) in the same order on
+// every rank, as an application would issue them.
+std::vector<CollCase> randomCases(int nranks, uint32_t seed, int ncases) {
+  std::mt19937 rng(seed);
+  std::vector<CollCase> cases;
+  for (int i = 0; i < ncases; ++i) {
+    CollCase c;
+    c.coll = static_cast<TestColl>(rng() % 7);
+    c.type = static_cast<braidDataType_t>(rng() % 10);
+    c.op = isReduction(c.coll) ? static_cast<braidRedOp_t>(rng() % 5) : braidSum;
+    // Mostly small counts, sometimes large ones, sometimes zero.
+    const uint32_t r = rng() % 100;
+    c.count = r < 5 ? 0 : r < 80 ? rng() % 1000 : r < 97 ? rng() % 100000 : rng() % 1500000;
+    c.root = static_cast<int>(rng() % nranks);
+    c.inPlace = c.coll != TestColl::kSendRecvRing && (rng() % 2) == 0;
+    c.seed = rng() % 1000;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class RandomSequenceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomSequenceTest, MatchesReference) {
+  const int nranks = GetParam();
+  const std::vector<CollCase> cases = randomCases(nranks, 1234u + nranks, 300);
+  const Variant plain{"defaults", {}};
+  auto outcomes = runRanks(
+      nranks,
+      [&](int rank, const braidUniqueId& id) {
+        return runConformance(rank, nranks, id, plain, cases);
+      },
+      /*deadlineSeconds=*/240);
+  EXPECT_EQ(failures(outcomes), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, RandomSequenceTest, ::testing::Values(2, 3, 5, 6, 8),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace braid::testing
