@@ -14,6 +14,7 @@
 #include "perf/perf_launch.h"
 #include "perf/perf_options.h"
 #include "perf/perf_report.h"
+#include "tuner/tuner.h"
 
 namespace braid::perf {
 namespace {
@@ -21,19 +22,6 @@ namespace {
 constexpr int kDefaultLocalProcesses = 4;
 /// How long the other rank processes get to notice a failed one before they are killed.
 constexpr std::chrono::milliseconds kFailureGrace{15000};
-
-Collective libraryCollective(PerfCollective coll) {
-  switch (coll) {
-    case PerfCollective::kAllReduce: return Collective::kAllReduce;
-    case PerfCollective::kBroadcast: return Collective::kBroadcast;
-    case PerfCollective::kReduce: return Collective::kReduce;
-    case PerfCollective::kAllGather: return Collective::kAllGather;
-    case PerfCollective::kReduceScatter: return Collective::kReduceScatter;
-    case PerfCollective::kAllToAll: return Collective::kAllToAll;
-    case PerfCollective::kSendRecv: return Collective::kSend;
-  }
-  return Collective::kAllReduce;
-}
 
 /// The BRAID_ALGO value of each communicator the run creates.
 Result<std::vector<std::string>> algorithmColumns(const PerfOptions& options) {
@@ -47,6 +35,27 @@ Result<std::vector<std::string>> algorithmColumns(const PerfOptions& options) {
                            std::string(perfCollectiveName(options.collective)));
   }
   return names;
+}
+
+/// --tune: one communicator per variant, then one that forces nothing (the tuner as it stands).
+Status tuneColumns(RunSpec& spec) {
+  // The environment's settings (BRAID_CHUNK_BYTES raises the slot size) bound the chunks.
+  ASSIGN_OR_RETURN(Config config, Config::load());
+  const int maxChannels =
+      config.nchannels > 0 ? config.nchannels : Tuner::kChannelCandidates.back();
+  for (const TuneVariant& v :
+       tuneVariants(libraryCollective(spec.options.collective), config.slotBytes, maxChannels)) {
+    spec.algorithms.emplace_back(algorithmName(v.algo));
+    spec.chunkBytes.push_back(v.chunkBytes);
+    spec.channels.push_back(v.nchannels);
+  }
+  if (spec.algorithms.empty()) {
+    return invalidArgument("--tune: no algorithm serves this collective");
+  }
+  spec.algorithms.emplace_back();
+  spec.chunkBytes.push_back(0);
+  spec.channels.push_back(0);
+  return okStatus();
 }
 
 Status checkRoot(const PerfOptions& options, int nranks) {
@@ -125,9 +134,16 @@ int perfMain(int argc, char** argv) {
     std::fputs(formatEnvHelp(configVariables()).c_str(), stdout);
     return 0;
   }
-  Result<std::vector<std::string>> algorithms = algorithmColumns(spec.options);
-  if (!algorithms.ok()) return fail(algorithms.status());
-  spec.algorithms = std::move(algorithms).value();
+  if (!spec.options.tuneFile.empty()) {
+    Status variants = tuneColumns(spec);
+    if (!variants.ok()) return fail(variants);
+  } else {
+    Result<std::vector<std::string>> algorithms = algorithmColumns(spec.options);
+    if (!algorithms.ok()) return fail(algorithms.status());
+    spec.algorithms = std::move(algorithms).value();
+    spec.chunkBytes.assign(spec.algorithms.size(), 0);
+    spec.channels.assign(spec.algorithms.size(), 0);
+  }
 
   Result<std::optional<LauncherWorld>> launcher = detectLauncher();
   if (!launcher.ok()) return fail(launcher.status());

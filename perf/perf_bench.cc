@@ -2,20 +2,28 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "algorithms/algorithms.h"
+#include "core/device_memory.h"
 #include "core/dtype.h"
 #include "perf/perf_data.h"
 #include "perf/perf_report.h"
+#include "tuner/tuner_query.h"
 
 namespace braid::perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --tune: what one variant's measurement at one size may take (at least two iterations, at most
+// -n): enough to see through noise at small sizes without making the large ones take hours.
+constexpr double kTuneSeconds = 0.05;
 
 Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
   if (result == braidSuccess) return okStatus();
@@ -45,6 +53,23 @@ class HostBuffer {
   };
   explicit HostBuffer(unsigned char* p) : data_(p) {}
   std::unique_ptr<unsigned char, Free> data_;
+};
+
+/// --device: device memory mirroring a host buffer (results are still checked on the host).
+class DeviceMirror {
+ public:
+  DeviceMirror() = default;
+  ~DeviceMirror() { deviceFree(ptr_); }
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
+  Status allocate(size_t bytes) {
+    ASSIGN_OR_RETURN(ptr_, deviceAllocate(bytes));
+    return okStatus();
+  }
+  unsigned char* data() const { return static_cast<unsigned char*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
 };
 
 /// A communicator destroyed with its owner.
@@ -94,6 +119,11 @@ class RankBench {
     ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::allocate(bytes));
     sendBuf_ = std::move(send);
     recvBuf_ = std::move(recv);
+    bufferBytes_ = bytes;
+    if (opt_.device) {
+      RETURN_IF_ERROR(sendDev_.allocate(bytes));
+      RETURN_IF_ERROR(recvDev_.allocate(bytes));
+    }
     averages_.resize(comms_.size());
     for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle) {
       RETURN_IF_ERROR(sweepAll());
@@ -104,13 +134,26 @@ class RankBench {
 
  private:
   bool algoColumns() const { return opt_.algo == "all"; }
+  bool tuneMode() const { return !opt_.tuneFile.empty(); }
+  /// Out of place only, one time per communicator: --algo all and --tune.
+  bool columns() const { return algoColumns() || tuneMode(); }
   int n() const { return spec_.nranks; }
   braidComm_t comm0() const { return comms_.front().get(); }
+  /// The communicators that are measured (with --tune the last one only answers questions).
+  size_t measured() const { return tuneMode() ? comms_.size() - 1 : comms_.size(); }
+  /// A communicator whose tuner's choice, BRAID_ALGO aside, is the one to judge.
+  braidComm_t tunerComm() const { return comms_.back().get(); }
 
   Status createComms() {
     for (size_t i = 0; i < spec_.ids.size(); ++i) {
       std::vector<std::string> settings;
       if (!spec_.algorithms[i].empty()) settings.push_back("BRAID_ALGO=" + spec_.algorithms[i]);
+      if (i < spec_.chunkBytes.size() && spec_.chunkBytes[i] != 0) {
+        settings.push_back("BRAID_CHUNK_BYTES=" + std::to_string(spec_.chunkBytes[i]));
+      }
+      if (i < spec_.channels.size() && spec_.channels[i] != 0) {
+        settings.push_back("BRAID_NCHANNELS=" + std::to_string(spec_.channels[i]));
+      }
       if (opt_.timeoutSeconds >= 0) {
         char text[64];
         std::snprintf(text, sizeof(text), "BRAID_TIMEOUT=%g", opt_.timeoutSeconds);
@@ -144,7 +187,11 @@ class RankBench {
       ranks.push_back({r, all[r].pid, all[r].host});
     }
     std::string text = formatHeader(opt_) + formatRanks(ranks);
-    text += algoColumns() ? formatAlgoColumnHeader(spec_.algorithms) : formatColumnHeader();
+    if (tuneMode()) {
+      text += formatTuneColumnHeader();
+    } else {
+      text += algoColumns() ? formatAlgoColumnHeader(spec_.algorithms, true) : formatColumnHeader();
+    }
     emit(text);
     return okStatus();
   }
@@ -184,11 +231,13 @@ class RankBench {
                                       dataTypeName(type), opName, root);
 
     std::vector<double> busBws;
+    std::vector<double> times;
     std::optional<uint64_t> algoWrong;
-    for (size_t c = 0; c < comms_.size(); ++c) {
+    for (size_t c = 0; c < measured(); ++c) {
       for (bool inPlace : {false, true}) {
-        if (inPlace && algoColumns()) continue;
-        ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace));
+        if (inPlace && columns()) continue;
+        ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace, tuneMode()));
+        times.push_back(sample.seconds * 1e6);
         const Bandwidth bw = bandwidth(opt_.collective, check.shape, n(), sample.seconds);
         averages_[c].add(bw.busBw);
         if (sample.wrong) {
@@ -197,7 +246,7 @@ class RankBench {
         }
         if (algoColumns()) {
           busBws.push_back(bw.busBw);
-        } else {
+        } else if (!tuneMode()) {
           row += formatPlacement(sample.seconds * 1e6, bw, sample.wrong);
         }
         if (rank_ == 0 && !opt_.jsonFile.empty()) {
@@ -209,8 +258,65 @@ class RankBench {
         }
       }
     }
-    if (algoColumns()) row += formatAlgoCells(spec_.algorithms, busBws, algoWrong);
+    const uint64_t callBytes = check.shape.paramCount * dataTypeSize(type);
+    const std::string key = rowKey(type, op, root, check.shape.reportBytes());
+    if (algoColumns()) {
+      ASSIGN_OR_RETURN(TunerCell cell, regretCell(callBytes, key, times));
+      row += formatAlgoCells(spec_.algorithms, busBws, algoWrong, cell);
+    }
+    if (tuneMode()) RETURN_IF_ERROR(tuneRow(callBytes, key, times, row));
     if (rank_ == 0) emit(row + "\n");
+    return okStatus();
+  }
+
+  /// The row's key in the summaries: its size, and its type, op and root where several are swept.
+  std::string rowKey(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) const {
+    std::string key = std::to_string(bytes);
+    if (opt_.dataTypes.size() > 1) key += " " + std::string(dataTypeName(type));
+    if (opt_.ops.size() > 1 && collectiveReduces(opt_.collective)) {
+      key += " " + std::string(redOpName(op));
+    }
+    if (collectiveHasRoot(opt_.collective) && opt_.root == -1) {
+      key += " root " + std::to_string(root);
+    }
+    return key;
+  }
+
+  /// --algo all: the algorithm the tuner chooses (BRAID_ALGO aside) and what it cost here.
+  Result<TunerCell> regretCell(uint64_t callBytes, const std::string& key,
+                               const std::vector<double>& times) {
+    ASSIGN_OR_RETURN(Choice choice, tunerChoice(tunerComm(), libraryCollective(opt_.collective),
+                                                callBytes, /*honourOverride=*/false));
+    const std::string name(algorithmName(choice.algo));
+    size_t chosen = 0;
+    while (chosen < spec_.algorithms.size() && spec_.algorithms[chosen] != name) ++chosen;
+    if (chosen == times.size()) return internalError("the tuner chose " + name + ", not a column");
+    regret_.add(key, times, chosen);
+    const double fastest = *std::min_element(times.begin(), times.end());
+    return TunerCell{name, fastest > 0 ? times[chosen] / fastest - 1.0 : 0.0};
+  }
+
+  /// --tune: records every variant's time, and shows the fastest so far and the tuner's choice.
+  Status tuneRow(uint64_t callBytes, const std::string& key, const std::vector<double>& times,
+                 std::string& row) {
+    for (size_t v = 0; v < times.size(); ++v) tune_.record(callBytes, v, times[v]);
+    ASSIGN_OR_RETURN(Choice choice, tunerChoice(tunerComm(), libraryCollective(opt_.collective),
+                                                callBytes, /*honourOverride=*/false));
+    const std::vector<TuneVariant>& variants = tune_.variants();
+    auto isChoice = [&](const TuneVariant& v) {
+      return v.algo == choice.algo && v.chunkBytes == choice.chunkBytes &&
+             v.nchannels == choice.nchannels;
+    };
+    size_t chosen = 0;
+    while (chosen < variants.size() && !isChoice(variants[chosen])) ++chosen;
+    const TuneVariant choiceVariant{choice.algo, choice.chunkBytes, choice.nchannels};
+    const auto [best, bestUs] = tune_.best(callBytes);
+    double choiceUs = -1;
+    if (chosen < variants.size()) {
+      choiceUs = tune_.time(callBytes, chosen);
+      regret_.add(key, times, chosen);
+    }
+    row += formatTuneCells(variants[best].label(), bestUs, choiceVariant.label(), choiceUs);
     return okStatus();
   }
 
@@ -301,16 +407,32 @@ class RankBench {
     return opt_.average == AverageMode::kAverage ? value / n() : value;
   }
 
-  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace) {
-    const Operands o = operands(c, inPlace);
-    fillInput(c, o.send);
+  /// With `adapt` (--tune), as many iterations as fit kTuneSeconds, at most -n, at least one.
+  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace, bool adapt) {
+    const Operands hostOperands = operands(c, inPlace);
+    fillInput(c, hostOperands.send);
+    RETURN_IF_ERROR(toDevice());
+    const Operands o = target(hostOperands);
     for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
+    int iters = opt_.iters;
+    if (adapt) {
+      // One timed iteration, its slowest rank's time agreed by all, sets the count.
+      RETURN_IF_ERROR(barrier(comm));
+      const Clock::time_point t0 = Clock::now();
+      RETURN_IF_ERROR(iteration(comm, c, o));
+      double once = std::chrono::duration<double>(Clock::now() - t0).count();
+      RETURN_IF_ERROR(apiStatus(braidAllReduce(&once, &once, 1, braidFloat64, braidMax, comm,
+                                               nullptr),
+                                "braidAllReduce (iteration time)", comm));
+      iters = std::clamp(static_cast<int>(kTuneSeconds / std::max(once, 1e-9)),
+                         std::min(2, opt_.iters), opt_.iters);
+    }
     RETURN_IF_ERROR(barrier(comm));
     const Clock::time_point start = Clock::now();
-    for (int i = 0; i < opt_.iters; ++i) RETURN_IF_ERROR(iteration(comm, c, o));
+    for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(iteration(comm, c, o));
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     Sample sample;
-    ASSIGN_OR_RETURN(sample.seconds, combineTime(comm, elapsed / (static_cast<double>(opt_.iters) *
+    ASSIGN_OR_RETURN(sample.seconds, combineTime(comm, elapsed / (static_cast<double>(iters) *
                                                                   opt_.aggIters)));
     // In place, a rank's send reads the buffer its receive overwrites: the result depends on how
     // the two interleave, so there is nothing to verify (the time is still meaningful).
@@ -318,7 +440,7 @@ class RankBench {
     if (opt_.check > 0 && verifiable) {
       uint64_t wrong = 0;
       for (int round = 0; round < opt_.check; ++round) {
-        ASSIGN_OR_RETURN(uint64_t w, verifyOnce(comm, c, o, inPlace));
+        ASSIGN_OR_RETURN(uint64_t w, verifyOnce(comm, c, hostOperands, inPlace));
         wrong += w;
       }
       RETURN_IF_ERROR(
@@ -338,7 +460,9 @@ class RankBench {
     unsigned char* guardBefore = recvBuf_.data();
     writeGuard(guardBefore);
     writeGuard(o.outputEnd);
-    RETURN_IF_ERROR(issue(comm, c, o));
+    RETURN_IF_ERROR(toDevice());
+    RETURN_IF_ERROR(issue(comm, c, target(o)));
+    RETURN_IF_ERROR(toHost());
     const Mismatches out = checkOutput(c, o.recv);
     const Mismatches in = inPlace ? Mismatches{} : checkInputIntact(c, o.send);
     const uint64_t guard = countGuardDamage(guardBefore) + countGuardDamage(o.outputEnd);
@@ -369,15 +493,62 @@ class RankBench {
   }
 
   Status printSummary() {
-    if (algoColumns()) {
+    if (tuneMode()) {
+      emit(formatAlgoSummary(totalWrong_, {}, {}) +
+           regret_.format("Regret of the tuner as it stood (model, or the table it read)"));
+      RETURN_IF_ERROR(writeTuningTable());
+    } else if (algoColumns()) {
       std::vector<double> values;
       for (const BusBwAverage& a : averages_) values.push_back(a.value());
-      emit(formatAlgoSummary(totalWrong_, spec_.algorithms, values));
+      emit(formatAlgoSummary(totalWrong_, spec_.algorithms, values) + regret_.format());
     } else {
       emit(formatSummary(totalWrong_, averages_.front().value()));
     }
     if (!opt_.jsonFile.empty()) RETURN_IF_ERROR(json_.writeFile(opt_.jsonFile));
     return okStatus();
+  }
+
+  /// Rank 0 merges what --tune measured into the file: lines of other collectives and rank
+  /// counts stay; a file that cannot be read as a tuning table is left alone.
+  Status writeTuningTable() {
+    const std::string& file = opt_.tuneFile;
+    TuningTable table;
+    if (access(file.c_str(), F_OK) == 0) {
+      Result<TuningTable> existing = TuningTable::load(file);
+      if (!existing.ok()) {
+        return existing.status().withContext("--tune: not overwriting " + file);
+      }
+      table = std::move(existing).value();
+    }
+    const std::vector<TuningEntry> entries = tune_.entries();
+    RETURN_IF_ERROR(table.replace(libraryCollective(opt_.collective), n(), entries));
+    RETURN_IF_ERROR(table.save(file));
+    emit("# Tuning table: " + std::to_string(entries.size()) + " line(s) for " +
+         std::string(perfCollectiveName(opt_.collective)) + " at " + std::to_string(n()) +
+         " ranks written to " + file + "\n#\n");
+    return okStatus();
+  }
+
+  static RegretSummary labelled(const RunSpec& spec) {
+    RegretSummary r;
+    std::vector<std::string> labels;
+    if (spec.options.tuneFile.empty()) {
+      labels = spec.algorithms;
+    } else {
+      for (const TuneVariant& v : variantsOf(spec)) labels.push_back(v.label());
+    }
+    r.setLabels(std::move(labels));
+    return r;
+  }
+
+  static std::vector<TuneVariant> variantsOf(const RunSpec& spec) {
+    std::vector<TuneVariant> out;
+    if (spec.options.tuneFile.empty()) return out;
+    for (size_t i = 0; i + 1 < spec.algorithms.size(); ++i) {
+      out.push_back({findAlgorithm(spec.algorithms[i]).value_or(Algorithm::kRing),
+                     spec.chunkBytes[i], spec.channels[i]});
+    }
+    return out;
   }
 
   static void emit(const std::string& text) {
@@ -389,12 +560,40 @@ class RankBench {
   const PerfOptions& opt_;
   const int rank_;
   std::vector<CommHandle> comms_;
+  /// The operands the library sees: the host buffers, or with --device their device mirrors.
+  Operands target(const Operands& host) const {
+    if (!opt_.device) return host;
+    auto map = [&](unsigned char* p) -> unsigned char* {
+      if (p == nullptr) return nullptr;
+      if (p >= sendBuf_.data() && p < sendBuf_.data() + bufferBytes_) {
+        return sendDev_.data() + (p - sendBuf_.data());
+      }
+      return recvDev_.data() + (p - recvBuf_.data());
+    };
+    return {map(host.send), map(host.recv), map(host.outputEnd)};
+  }
+  Status toDevice() {
+    if (!opt_.device) return okStatus();
+    RETURN_IF_ERROR(copyToDevice(sendDev_.data(), sendBuf_.data(), bufferBytes_));
+    return copyToDevice(recvDev_.data(), recvBuf_.data(), bufferBytes_);
+  }
+  Status toHost() {
+    if (!opt_.device) return okStatus();
+    RETURN_IF_ERROR(copyToHost(sendBuf_.data(), sendDev_.data(), bufferBytes_));
+    return copyToHost(recvBuf_.data(), recvDev_.data(), bufferBytes_);
+  }
+
   HostBuffer sendBuf_;
   HostBuffer recvBuf_;
+  uint64_t bufferBytes_ = 0;
+  DeviceMirror sendDev_;
+  DeviceMirror recvDev_;
   std::vector<BusBwAverage> averages_;
   uint64_t totalWrong_ = 0;
   float token_ = 0;
   JsonReport json_{spec_.options, spec_.nranks, spec_.nprocs};
+  RegretSummary regret_ = labelled(spec_);
+  TuneRecorder tune_{variantsOf(spec_)};
 };
 
 }  // namespace

@@ -17,6 +17,11 @@ struct RunSpec {
   /// choose) is forced on the communicator of ids[i] through BRAID_ALGO.
   std::vector<braidUniqueId> ids;
   std::vector<std::string> algorithms;
+  /// Parallel to algorithms: BRAID_CHUNK_BYTES and BRAID_NCHANNELS forced on each communicator
+  /// (0: the tuner's). With --tune the last communicator forces nothing and is only asked what the
+  /// tuner would choose.
+  std::vector<uint32_t> chunkBytes;
+  std::vector<int> channels;
   int nranks = 1;
   int nprocs = 1;
 };

@@ -173,6 +173,17 @@ const std::vector<OptionSpec>& optionTable() {
          o.jsonFile = std::string(v);
          return okStatus();
        }},
+      {0, "tune", true,
+       [](PerfOptions& o, std::string_view v) -> Status {
+         if (v.empty()) return invalidArgument("empty file name");
+         o.tuneFile = std::string(v);
+         return okStatus();
+       }},
+      {0, "device", false,
+       [](PerfOptions& o, std::string_view) -> Status {
+         o.device = true;
+         return okStatus();
+       }},
       {'h', "help", false,
        [](PerfOptions& o, std::string_view) -> Status {
          o.help = true;
@@ -214,10 +225,29 @@ Status validate(const PerfOptions& o) {
   if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes < o.maxBytes) {
     return invalidArgument("-i 0 with -f 1 never reaches -e: give -f > 1 or -i > 0");
   }
+  if (!o.tuneFile.empty()) {
+    if (!o.algo.empty()) return invalidArgument("--tune measures every algorithm: drop --algo");
+    if (o.collective == PerfCollective::kSendRecv) {
+      return invalidArgument("--tune: sendrecv has nothing to tune");
+    }
+  }
   return okStatus();
 }
 
 }  // namespace
+
+Collective libraryCollective(PerfCollective coll) {
+  switch (coll) {
+    case PerfCollective::kAllReduce: return Collective::kAllReduce;
+    case PerfCollective::kBroadcast: return Collective::kBroadcast;
+    case PerfCollective::kReduce: return Collective::kReduce;
+    case PerfCollective::kAllGather: return Collective::kAllGather;
+    case PerfCollective::kReduceScatter: return Collective::kReduceScatter;
+    case PerfCollective::kAllToAll: return Collective::kAllToAll;
+    case PerfCollective::kSendRecv: return Collective::kSend;
+  }
+  return Collective::kAllReduce;
+}
 
 std::string_view perfCollectiveName(PerfCollective coll) {
   for (const CollectiveName& c : kCollectives) {
@@ -354,8 +384,18 @@ std::string perfUsage(std::string_view program) {
          "                                world when BRAID_RANK, RANK, OMPI_COMM_WORLD_RANK,\n"
          "                                PMI_RANK or SLURM_PROCID is set, else 4)\n"
          "  --algo <name|all>             force an algorithm (BRAID_ALGO=name); all: one busbw\n"
-         "                                column per algorithm serving the collective\n"
+         "                                column per algorithm serving the collective, then the\n"
+         "                                algorithm the tuner chooses (BRAID_ALGO aside) and its\n"
+         "                                regret, time(choice) / time(fastest) - 1, with a\n"
+         "                                summary over the fastest of the cycles (-N)\n"
          "  --json <file>                 write every measurement to file as JSON\n"
+         "  --tune <file>                 measure every algorithm with each chunk (32K, 128K,\n"
+         "                                512K) and channel count (1, 2, 4) per size and write\n"
+         "                                the fastest into the tuning table <file> (read by\n"
+         "                                BRAID_TUNING_FILE; lines of other rank counts and\n"
+         "                                collectives already there are kept)\n"
+         "  --device                      buffers in CUDA device memory of each process's\n"
+         "                                current GPU (checked on the host after each run)\n"
          "  --help-env                    list the BRAID_ environment variables\n"
          "  -h,--help                     this text\n"
          "\n"

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithms/plan.h"
 #include "braid.h"
 #include "core/status.h"
 
@@ -31,6 +32,8 @@ std::optional<PerfCollective> parsePerfCollective(std::string_view name);
 /// The collective an nccl-tests program name implies ("all_reduce_perf" -> allreduce), so that
 /// braid-perf can be installed under those names; nullopt for any other name.
 std::optional<PerfCollective> collectiveFromProgramName(std::string_view argv0);
+/// The library's collective behind a braid-perf one (sendrecv: send).
+Collective libraryCollective(PerfCollective coll);
 /// Whether the collective takes a reduction op, and whether it has a root.
 bool collectiveReduces(PerfCollective coll);
 bool collectiveHasRoot(PerfCollective coll);
@@ -60,6 +63,8 @@ struct PerfOptions {
   double timeoutSeconds = -1;  ///< -T: passed as BRAID_TIMEOUT when >= 0
   std::string algo;            ///< --algo: "" (the tuner decides), an algorithm name, or "all"
   std::string jsonFile;        ///< --json
+  std::string tuneFile;        ///< --tune: measure every algorithm variant, write the table here
+  bool device = false;         ///< --device: buffers in CUDA device memory (the current GPU)
   bool help = false;
   bool helpEnv = false;
 };

@@ -132,6 +132,16 @@ TEST(PerfOptions, Errors) {
   EXPECT_NE(parseError({"-T", "-1"}).find("-T"), std::string::npos);
 }
 
+TEST(PerfOptions, Tune) {
+  PerfOptions o = parseOk({"--tune", "/tmp/t.tuning", "-b", "8", "-e", "1M"});
+  EXPECT_EQ(o.tuneFile, "/tmp/t.tuning");
+  EXPECT_TRUE(o.algo.empty());
+  EXPECT_EQ(parseOk({"broadcast", "--tune=x"}).tuneFile, "x");
+  EXPECT_NE(parseError({"--tune", "x", "--algo", "all"}).find("drop --algo"), std::string::npos);
+  EXPECT_NE(parseError({"sendrecv", "--tune", "x"}).find("nothing to tune"), std::string::npos);
+  EXPECT_NE(parseError({"--tune", ""}).find("empty file name"), std::string::npos);
+}
+
 TEST(PerfOptions, SweepByFactor) {
   const std::vector<uint64_t> sizes = sweepSizes(parseOk({"-b", "8", "-e", "64M", "-f", "2"}));
   ASSERT_EQ(sizes.size(), 24u);

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <memory>
 
+#include "algorithms/algorithms.h"
+#include "tuner/tuner.h"
+
 namespace braid::perf {
 namespace {
 
@@ -82,7 +85,7 @@ std::string formatColumnHeader() {
   return out;
 }
 
-std::string formatAlgoColumnHeader(const std::vector<std::string>& algorithms) {
+std::string formatAlgoColumnHeader(const std::vector<std::string>& algorithms, bool withTuner) {
   std::string names =
       format("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
   std::string units = format("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
@@ -90,8 +93,14 @@ std::string formatAlgoColumnHeader(const std::vector<std::string>& algorithms) {
     names += format("  %*s", algoWidth(a), a.c_str());
     units += format("  %*s", algoWidth(a), "(GB/s)");
   }
-  names += format("  %6s\n", "#wrong");
-  units += format("  %6s\n", "");
+  names += format("  %6s", "#wrong");
+  units += format("  %6s", "");
+  if (withTuner) {
+    names += format("  %8s  %7s", "tuner", "regret");
+    units += format("  %8s  %7s", "(choice)", "(%)");
+  }
+  names += "\n";
+  units += "\n";
   return format("# %10s  %12s  %8s  %6s  %6s  out-of-place busbw per algorithm\n", "", "", "", "",
                 "") +
          names + units;
@@ -116,12 +125,181 @@ std::string formatPlacement(double timeUs, const Bandwidth& bw, std::optional<ui
 }
 
 std::string formatAlgoCells(const std::vector<std::string>& algorithms,
-                            const std::vector<double>& busBw, std::optional<uint64_t> wrong) {
+                            const std::vector<double>& busBw, std::optional<uint64_t> wrong,
+                            const std::optional<TunerCell>& tuner) {
   std::string out;
   for (size_t i = 0; i < algorithms.size(); ++i) {
     out += format("  %*.2f", algoWidth(algorithms[i]), i < busBw.size() ? busBw[i] : 0.0);
   }
-  return out + "  " + wrongCell(wrong, 6);
+  out += "  " + wrongCell(wrong, 6);
+  if (tuner) out += format("  %8s  %7.1f", tuner->algorithm.c_str(), 100.0 * tuner->regret);
+  return out;
+}
+
+void RegretSummary::add(const std::string& row, const std::vector<double>& times,
+                        size_t chosen) {
+  for (Row& r : rows_) {
+    if (r.key != row) continue;
+    for (size_t i = 0; i < times.size() && i < r.best.size(); ++i) {
+      r.best[i] = std::min(r.best[i], times[i]);
+    }
+    r.chosen = chosen;
+    return;
+  }
+  rows_.push_back({row, times, chosen});
+}
+
+namespace {
+
+double rowRegret(const std::vector<double>& best, size_t chosen) {
+  if (best.empty() || chosen >= best.size()) return 0;
+  const double fastest = *std::min_element(best.begin(), best.end());
+  return fastest > 0 ? best[chosen] / fastest - 1.0 : 0.0;
+}
+
+}  // namespace
+
+double RegretSummary::regret(const std::string& row) const {
+  for (const Row& r : rows_) {
+    if (r.key == row) return rowRegret(r.best, r.chosen);
+  }
+  return 0;
+}
+
+double RegretSummary::geometricMean() const {
+  if (rows_.empty()) return 0;
+  double logSum = 0;
+  for (const Row& r : rows_) logSum += std::log1p(rowRegret(r.best, r.chosen));
+  return std::expm1(logSum / static_cast<double>(rows_.size()));
+}
+
+double RegretSummary::max() const {
+  double m = 0;
+  for (const Row& r : rows_) m = std::max(m, rowRegret(r.best, r.chosen));
+  return m;
+}
+
+std::string RegretSummary::format(const std::string& title, double reportAbove) const {
+  size_t worst = 0;
+  size_t bestChoices = 0;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    const double r = rowRegret(rows_[i].best, rows_[i].chosen);
+    if (r > rowRegret(rows_[worst].best, rows_[worst].chosen)) worst = i;
+    if (r == 0) ++bestChoices;
+  }
+  if (rows_.empty()) return "# " + title + ": no sizes measured\n";
+  std::string out = perf::format(
+      "# %s over %zu sizes (fastest of the cycles): geometric mean %.1f%%, max %.1f%% "
+      "(size %s); the choice was the fastest at %zu\n",
+      title.c_str(), rows_.size(), 100.0 * geometricMean(), 100.0 * max(),
+      rows_[worst].key.c_str(), bestChoices);
+  for (const Row& r : rows_) {
+    const double regret = rowRegret(r.best, r.chosen);
+    if (regret <= reportAbove) continue;
+    out += perf::format("#   size %s: regret %.1f%%", r.key.c_str(), 100.0 * regret);
+    const size_t fastest =
+        static_cast<size_t>(std::min_element(r.best.begin(), r.best.end()) - r.best.begin());
+    if (r.chosen < labels_.size() && fastest < labels_.size()) {
+      out += perf::format(" (chose %s %.4g us, fastest %s %.4g us)", labels_[r.chosen].c_str(),
+                          r.best[r.chosen], labels_[fastest].c_str(), r.best[fastest]);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string formatTuneColumnHeader() {
+  return format("# %10s  %12s  %8s  %6s  %6s  %-16s  %7s  %-16s  %7s  %7s\n", "size", "count",
+                "type", "redop", "root", "fastest", "time", "tuner", "time", "regret") +
+         format("# %10s  %12s  %8s  %6s  %6s  %-16s  %7s  %-16s  %7s  %7s\n", "(B)",
+                "(elements)", "", "", "", "(algo/chunk/ch)", "(us)", "(choice)", "(us)", "(%)");
+}
+
+std::string formatTuneCells(const std::string& best, double bestUs, const std::string& tuner,
+                            double tunerUs) {
+  std::string out = format("  %-16s  ", best.c_str()) + formatTime(bestUs) +
+                    format("  %-16s  ", tuner.c_str());
+  if (tunerUs < 0) return out + format("%7s  %7s", "-", "-");
+  return out + formatTime(tunerUs) +
+         format("  %7.1f", bestUs > 0 ? 100.0 * (tunerUs / bestUs - 1.0) : 0.0);
+}
+
+std::string TuneVariant::label() const {
+  std::string chunk = std::to_string(chunkBytes);
+  if (chunkBytes % 1024 == 0) chunk = std::to_string(chunkBytes / 1024) + "K";
+  return std::string(algorithmName(algo)) + "/" + chunk + "/" + std::to_string(nchannels);
+}
+
+std::vector<TuneVariant> tuneVariants(Collective coll, uint32_t slotBytes, int maxChannels) {
+  std::vector<TuneVariant> out;
+  for (Algorithm a : algorithmsFor(coll)) {
+    for (uint32_t chunk : Tuner::kChunkCandidates) {
+      if (chunk > slotBytes) continue;
+      for (int ch : Tuner::kChannelCandidates) {
+        if (ch <= maxChannels) out.push_back({a, chunk, ch});
+      }
+    }
+  }
+  return out;
+}
+
+void TuneRecorder::record(uint64_t bytes, size_t variant, double timeUs) {
+  std::vector<double>& t = times_.try_emplace(bytes, variants_.size(), -1.0).first->second;
+  if (variant >= t.size()) return;
+  if (t[variant] < 0 || timeUs < t[variant]) t[variant] = timeUs;
+}
+
+std::pair<size_t, double> TuneRecorder::best(uint64_t bytes) const {
+  auto it = times_.find(bytes);
+  size_t best = 0;
+  double time = -1;
+  if (it == times_.end()) return {best, time};
+  for (size_t v = 0; v < it->second.size(); ++v) {
+    const double t = it->second[v];
+    if (t >= 0 && (time < 0 || t < time)) {
+      best = v;
+      time = t;
+    }
+  }
+  return {best, time};
+}
+
+double TuneRecorder::time(uint64_t bytes, size_t variant) const {
+  auto it = times_.find(bytes);
+  if (it == times_.end() || variant >= it->second.size()) return -1;
+  return it->second[variant];
+}
+
+std::vector<TuningEntry> TuneRecorder::entries() const {
+  std::vector<TuningEntry> out;
+  uint64_t previous = 0;
+  for (auto it = times_.begin(); it != times_.end(); ++it) {
+    const auto [v, t] = best(it->first);
+    if (t < 0) continue;
+    const TuneVariant& variant = variants_[v];
+    // This size's range starts halfway (in log scale) from the previous measured size.
+    const double mid = std::sqrt(double(previous) * double(it->first));
+    const uint64_t lo = out.empty() ? 0 : static_cast<uint64_t>(std::llround(mid));
+    previous = it->first;
+    if (!out.empty() && out.back().algo == variant.algo &&
+        out.back().chunkBytes == variant.chunkBytes && out.back().nchannels == variant.nchannels) {
+      out.back().timeUs = t;
+      continue;
+    }
+    if (!out.empty()) {
+      out.back().toInf = false;
+      out.back().maxBytes = lo;
+    }
+    TuningEntry e;
+    e.minBytes = lo;
+    e.toInf = true;
+    e.algo = variant.algo;
+    e.chunkBytes = variant.chunkBytes;
+    e.nchannels = variant.nchannels;
+    e.timeUs = t;
+    out.push_back(e);
+  }
+  return out;
 }
 
 std::string formatSummary(uint64_t wrong, double avgBusBw) {

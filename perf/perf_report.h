@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "core/status.h"
 #include "perf/perf_data.h"
 #include "perf/perf_options.h"
+#include "tuner/tuning_table.h"
 
 namespace braid::perf {
 
@@ -28,8 +30,10 @@ std::string formatHeader(const PerfOptions& options);
 std::string formatRanks(const std::vector<RankInfo>& ranks);
 /// The three column-header lines: out-of-place then in-place time/algbw/busbw/#wrong.
 std::string formatColumnHeader();
-/// Column header of --algo all: one busbw column per algorithm (out of place), then #wrong.
-std::string formatAlgoColumnHeader(const std::vector<std::string>& algorithms);
+/// Column header of --algo all: one busbw column per algorithm (out of place), then #wrong, then
+/// (withTuner) the algorithm the tuner chooses and its regret.
+std::string formatAlgoColumnHeader(const std::vector<std::string>& algorithms,
+                                   bool withTuner = false);
 
 /// A time in microseconds in 7 columns, with fewer decimals as it grows (as nccl-tests prints).
 std::string formatTime(double us);
@@ -38,9 +42,83 @@ std::string formatRowPrefix(uint64_t bytes, uint64_t count, std::string_view typ
                             std::string_view op, int root);
 /// time, algbw, busbw and #wrong of one placement; wrong == nullopt prints N/A (no checking).
 std::string formatPlacement(double timeUs, const Bandwidth& bw, std::optional<uint64_t> wrong);
-/// The busbw cells of --algo all (widths as formatAlgoColumnHeader) and the #wrong cell.
+/// What the tuner chose for a row and what that cost: time(choice) / time(best measured) - 1.
+struct TunerCell {
+  std::string algorithm;
+  double regret = 0;
+};
+
+/// The busbw cells of --algo all (widths as formatAlgoColumnHeader), the #wrong cell and, with
+/// `tuner`, the tuner's choice and regret.
 std::string formatAlgoCells(const std::vector<std::string>& algorithms,
-                            const std::vector<double>& busBw, std::optional<uint64_t> wrong);
+                            const std::vector<double>& busBw, std::optional<uint64_t> wrong,
+                            const std::optional<TunerCell>& tuner = std::nullopt);
+
+/// The regret of the tuner's choices over a sweep. Every algorithm's time at every size is the
+/// fastest of the cycles (-N) that measured it, so other work on a shared machine, which only ever
+/// slows a run down, weighs as little as the cycles allow.
+class RegretSummary {
+ public:
+  /// Names of the columns `add` gets times for, for the per-size lines.
+  void setLabels(std::vector<std::string> labels) { labels_ = std::move(labels); }
+  /// One row: `times` (us) per algorithm column, and the column the tuner chose.
+  void add(const std::string& row, const std::vector<double>& times, size_t chosen);
+  size_t rows() const { return rows_.size(); }
+  /// Regret of the row whose key is `row` over its best-of-cycles times.
+  double regret(const std::string& row) const;
+  /// "# <title> over N sizes (...): geometric mean X%, max Y% (size ROW); ..." plus a line per
+  /// size whose regret is above `reportAbove`.
+  std::string format(const std::string& title = "Tuner regret", double reportAbove = 0.0) const;
+  double geometricMean() const;
+  double max() const;
+
+ private:
+  struct Row {
+    std::string key;
+    std::vector<double> best;
+    size_t chosen = 0;
+  };
+  std::vector<Row> rows_;
+  std::vector<std::string> labels_;
+};
+
+/// One (algorithm, chunk, channels) braid-perf --tune measures.
+struct TuneVariant {
+  Algorithm algo = Algorithm::kRing;
+  uint32_t chunkBytes = 0;
+  int nchannels = 1;
+  std::string label() const;  ///< "ring/128K/2"
+};
+
+/// The variants --tune measures for a collective: every algorithm serving it, with every chunk
+/// the tuner weighs (up to `slotBytes`) and 1, 2 and 4 channels (up to `maxChannels`).
+std::vector<TuneVariant> tuneVariants(Collective coll, uint32_t slotBytes, int maxChannels);
+
+/// What --tune measured: per size, every variant's fastest time over the cycles; then the table.
+class TuneRecorder {
+ public:
+  explicit TuneRecorder(std::vector<TuneVariant> variants) : variants_(std::move(variants)) {}
+  void record(uint64_t bytes, size_t variant, double timeUs);
+  /// The fastest variant at `bytes` (which must have been recorded) and its time.
+  std::pair<size_t, double> best(uint64_t bytes) const;
+  /// The fastest recorded time of `variant` at `bytes`, or a negative number.
+  double time(uint64_t bytes, size_t variant) const;
+  /// One entry per run of sizes whose fastest variant is the same; ranges meet at the geometric
+  /// mean of neighbouring sizes, the first starts at 0 and the last has no end.
+  std::vector<TuningEntry> entries() const;
+  const std::vector<TuneVariant>& variants() const { return variants_; }
+
+ private:
+  std::vector<TuneVariant> variants_;
+  std::map<uint64_t, std::vector<double>> times_;  ///< size -> per variant, < 0: not measured
+};
+
+/// Column header of --tune: the fastest variant and its time, the tuner's choice (as it stands,
+/// before the new table) and its regret.
+std::string formatTuneColumnHeader();
+/// A --tune row's cells; tunerUs < 0 when the tuner's choice was not among the variants.
+std::string formatTuneCells(const std::string& best, double bestUs, const std::string& tuner,
+                            double tunerUs);
 
 /// "# Out of bounds values : N OK|FAILED" and "# Avg bus bandwidth    : X".
 std::string formatSummary(uint64_t wrong, double avgBusBw);

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "algorithms/algorithms.h"
+
 namespace braid::perf {
 namespace {
 
@@ -104,6 +106,106 @@ TEST(PerfReport, AlgorithmColumns) {
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s[1], "# Avg bus bandwidth    : 1.25 (ring)");
   EXPECT_EQ(s[2], "# Avg bus bandwidth    : 2.5 (recursive_doubling)");
+}
+
+TEST(PerfReport, TunerColumnsLineUpWithTheHeader) {
+  const std::vector<std::string> algos = {"ring", "rd"};
+  const std::vector<std::string> h = lines(formatAlgoColumnHeader(algos, true));
+  ASSERT_EQ(h.size(), 3u);
+  const std::string row = formatRowPrefix(1024, 256, "float", "sum", -1) +
+                          formatAlgoCells(algos, {1.25, 3.5}, 0, TunerCell{"rd", 0.125});
+  EXPECT_EQ(row.size(), h[1].size());
+  EXPECT_EQ(row.size(), h[2].size());
+  EXPECT_EQ(row.substr(h[1].find("tuner") - 3, 8), "      rd");
+  EXPECT_EQ(row.substr(row.size() - 4), "12.5");
+  // Without the tuner the row is as before.
+  EXPECT_EQ(lines(formatAlgoColumnHeader(algos))[1].size(),
+            (formatRowPrefix(1, 1, "float", "sum", -1) + formatAlgoCells(algos, {1, 2}, 0)).size());
+}
+
+TEST(PerfReport, RegretKeepsTheFastestOfTheCycles) {
+  RegretSummary r;
+  // Two algorithms; the tuner picks the second. First cycle: 10 vs 12 (20% regret); the second
+  // cycle measures the first algorithm slower (15) and the second faster (11): fastest of the
+  // cycles are 10 and 11, 10% regret.
+  r.add("1024", {10, 12}, 1);
+  r.add("4096", {20, 20}, 0);
+  r.add("1024", {15, 11}, 1);
+  EXPECT_EQ(r.rows(), 2u);
+  EXPECT_NEAR(r.regret("1024"), 0.10, 1e-12);
+  EXPECT_NEAR(r.regret("4096"), 0.0, 1e-12);
+  EXPECT_NEAR(r.max(), 0.10, 1e-12);
+  EXPECT_NEAR(r.geometricMean(), std::sqrt(1.1) - 1.0, 1e-12);
+  r.setLabels({"ring", "rd"});
+  const std::string text = r.format("Tuner regret", 0.05);
+  EXPECT_NE(text.find("over 2 sizes"), std::string::npos) << text;
+  EXPECT_NE(text.find("geometric mean 4.9%, max 10.0% (size 1024)"), std::string::npos) << text;
+  EXPECT_NE(text.find("the choice was the fastest at 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("#   size 1024: regret 10.0% (chose rd 11 us, fastest ring 10 us)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("size 4096: regret"), std::string::npos) << text;
+  EXPECT_NE(RegretSummary().format().find("no sizes"), std::string::npos);
+}
+
+TEST(PerfReport, TuneVariantsAndTheTableTheyMake) {
+  const std::vector<TuneVariant> all = tuneVariants(Collective::kAllReduce, 512 << 10, 4);
+  // Every all-reduce algorithm x 3 chunks x 3 channel counts.
+  EXPECT_EQ(all.size(), algorithmsFor(Collective::kAllReduce).size() * 9);
+  EXPECT_EQ(tuneVariants(Collective::kAllReduce, 128 << 10, 2).size(),
+            algorithmsFor(Collective::kAllReduce).size() * 4);
+  EXPECT_EQ(TuneVariant({Algorithm::kRing, 128 << 10, 2}).label(), "ring/128K/2");
+
+  const std::vector<TuneVariant> v = {{Algorithm::kDirect, 32 << 10, 1},
+                                      {Algorithm::kRing, 512 << 10, 2},
+                                      {Algorithm::kTree, 128 << 10, 4}};
+  TuneRecorder rec(v);
+  // 8 B and 64 B: direct; 4 KiB: ring (its first measurement was slower, the second not);
+  // 1 MiB: ring; 64 MiB: tree.
+  for (uint64_t bytes : {uint64_t{8}, uint64_t{64}}) {
+    rec.record(bytes, 0, 5);
+    rec.record(bytes, 1, 9);
+    rec.record(bytes, 2, 12);
+  }
+  rec.record(4096, 0, 20);
+  rec.record(4096, 1, 25);
+  rec.record(4096, 1, 18);
+  rec.record(1 << 20, 1, 300);
+  rec.record(1 << 20, 2, 320);
+  rec.record(64 << 20, 1, 9000);
+  rec.record(64 << 20, 2, 8000);
+  EXPECT_EQ(rec.best(4096).first, 1u);
+  EXPECT_DOUBLE_EQ(rec.best(4096).second, 18);
+  EXPECT_DOUBLE_EQ(rec.time(4096, 1), 18);
+  EXPECT_LT(rec.time(4096, 2), 0);
+  const std::vector<TuningEntry> e = rec.entries();
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].algo, Algorithm::kDirect);
+  EXPECT_EQ(e[0].minBytes, 0u);
+  EXPECT_EQ(e[0].maxBytes, 512u);  // the geometric mean of 64 and 4096
+  EXPECT_EQ(e[1].algo, Algorithm::kRing);
+  EXPECT_EQ(e[1].chunkBytes, 512u << 10);
+  EXPECT_EQ(e[1].nchannels, 2);
+  EXPECT_EQ(e[1].minBytes, 512u);
+  EXPECT_EQ(e[1].maxBytes, 8u << 20);  // between 1 MiB and 64 MiB
+  EXPECT_DOUBLE_EQ(e[1].timeUs, 300);
+  EXPECT_EQ(e[2].algo, Algorithm::kTree);
+  EXPECT_TRUE(e[2].toInf);
+  // The entries make a valid table.
+  TuningTable table;
+  EXPECT_TRUE(table.replace(Collective::kAllReduce, 4, e).ok());
+  EXPECT_EQ(table.find(Collective::kAllReduce, 4, 100)->algo, Algorithm::kDirect);
+  EXPECT_EQ(table.find(Collective::kAllReduce, 4, 600)->algo, Algorithm::kRing);
+}
+
+TEST(PerfReport, TuneRowsLineUpWithTheHeader) {
+  const std::vector<std::string> h = lines(formatTuneColumnHeader());
+  ASSERT_EQ(h.size(), 2u);
+  const std::string row = formatRowPrefix(1024, 256, "float", "sum", -1) +
+                          formatTuneCells("ring/128K/2", 10.0, "rd/32K/1", 12.5);
+  EXPECT_EQ(row.size(), h[0].size());
+  EXPECT_EQ(row.substr(row.size() - 4), "25.0");
+  EXPECT_NE(formatTuneCells("ring/128K/2", 10.0, "rd/32K/1", -1).find(" -"), std::string::npos);
 }
 
 TEST(PerfReport, EnvHelpListsEveryVariable) {

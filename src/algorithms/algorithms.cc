@@ -31,6 +31,7 @@ const std::vector<Entry>& catalogue() {
       {Algorithm::kRhd, buildRhdPlan, {C::kAllReduce, C::kReduceScatter}},
       {Algorithm::kRd, buildRdPlan, {C::kAllReduce, C::kAllGather}},
       {Algorithm::kDirect, buildDirectPlan, {C::kAllReduce}},
+      {Algorithm::kHier, buildHierPlan, {C::kAllReduce}},
   };
   return kEntries;
 }
@@ -102,6 +103,17 @@ Status checkRequest(const PlanRequest& req) {
       seen[r] = true;
     }
   }
+  if (!req.hosts.empty()) {
+    if (static_cast<int>(req.hosts.size()) != n) {
+      return invalidArgument("host list has " + std::to_string(req.hosts.size()) +
+                             " entries, not " + std::to_string(n));
+    }
+    for (int h : req.hosts) {
+      if (h < 0 || h >= n) {
+        return invalidArgument("host number " + std::to_string(h) + " out of range");
+      }
+    }
+  }
   return okStatus();
 }
 
@@ -127,7 +139,7 @@ std::vector<Algorithm> algorithmsFor(Collective coll) {
 int minSlotsFor(Algorithm algo, Collective coll) {
   const bool cyclic = coll == Collective::kAllReduce || coll == Collective::kAllGather ||
                       coll == Collective::kReduceScatter;
-  return algo == Algorithm::kRing && cyclic ? 2 : 1;
+  return (algo == Algorithm::kRing || algo == Algorithm::kHier) && cyclic ? 2 : 1;
 }
 
 std::optional<Algorithm> findAlgorithm(std::string_view name) {

@@ -23,7 +23,7 @@ std::vector<Algorithm> algorithmsFor(Collective coll);
 int minSlotsFor(Algorithm algo, Collective coll);
 
 /// The algorithm algorithmName() spells `name` ("ring", "tree", "rhd", "rd", "direct",
-/// "pairwise"), if any.
+/// "pairwise", "hier"), if any.
 std::optional<Algorithm> findAlgorithm(std::string_view name);
 
 /// Builds one rank's plan. Errors name what is wrong with the request (an algorithm that cannot

@@ -163,6 +163,7 @@ Plan buildTreePlan(const PlanRequest& request);      // tree.cc
 Plan buildRhdPlan(const PlanRequest& request);       // rhd.cc
 Plan buildRdPlan(const PlanRequest& request);        // rd.cc
 Plan buildDirectPlan(const PlanRequest& request);    // direct.cc
+Plan buildHierPlan(const PlanRequest& request);      // hier.cc
 
 /// Steps of an n = 1 collective that only copies Input to Output (none when in place).
 void appendSingleRankCopy(const PlanContext& ctx, Plan& plan);

@@ -111,8 +111,9 @@ enum class Algorithm : uint8_t {
   kRhd,       ///< recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner
   kRd,        ///< recursive doubling: whole-vector exchanges, Bruck for all-gather at other n
   kDirect,    ///< one-shot: every rank sends to all others and reduces in rank order
+  kHier,      ///< hierarchical: reduce-scatter in each host, all-reduce across hosts, all-gather
 };
-constexpr int kNumAlgorithms = 6;
+constexpr int kNumAlgorithms = 7;
 std::string_view algorithmName(Algorithm algo);
 
 /// Everything that determines a plan. Plans are cached by this key per communicator.
@@ -129,6 +130,7 @@ struct PlanRequest {
   uint32_t chunkBytes = 0;  ///< most bytes per step and peer; at most the FIFO slot size
   int nchannels = 1;
   std::vector<int> ring;    ///< ring order of ranks (ring[i+1] follows ring[i]); empty: 0..n-1
+  std::vector<int> hosts;   ///< host number of each rank (any values < nranks); empty: one host
 
   bool operator==(const PlanRequest&) const = default;
 };

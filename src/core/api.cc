@@ -1,6 +1,7 @@
 // The C API: argument checks, the registry of live communicators, last-error bookkeeping, and the
 // hand-off to Communicator and the group queue. Nothing throws past this file.
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -12,19 +13,14 @@
 #include "braid.h"
 #include "braid_build_config.h"
 #include "core/bootstrap.h"
+#include "core/comm_handle.h"
 #include "core/communicator.h"
 #include "core/config.h"
+#include "core/device_dispatch.h"
 #include "core/dtype.h"
 #include "core/group.h"
+#include "core/launcher.h"
 #include "core/validate.h"
-
-struct braidComm {
-  std::unique_ptr<braid::Communicator> impl;
-  std::atomic<int> activeCalls{0};
-  std::mutex errorMutex;
-  std::string lastError;
-  std::string initError;  ///< set when a deferred init failed
-};
 
 namespace braid {
 namespace {
@@ -36,6 +32,9 @@ std::unordered_set<braidComm*>& registry() {
 }
 
 thread_local std::string tLastError;
+/// Communicators with calls queued in this thread's open group: a failed GroupEnd is their
+/// last error too.
+thread_local std::vector<braidComm*> tGroupComms;
 
 void registerComm(braidComm* comm) {
   std::lock_guard<std::mutex> lock(gRegistryMutex);
@@ -118,29 +117,24 @@ Result<Config> loadConfig(const braidConfig_t* config) {
   return Config::load(overrides);
 }
 
-Status checkStream(braidStream_t stream) {
-  if (stream != nullptr) {
-    return Status(braidUnhandledCudaError,
-                  "a CUDA stream was given but this build of Braid runs host memory only");
-  }
-  return okStatus();
-}
-
 braidResult_t submitCall(braidComm* handle, const CallArgs& args, braidStream_t stream) {
   CommGuard guard(handle);
   Status status = guard.status();
   if (status.ok()) {
     status = guarded([&]() -> Status {
       Communicator* comm = guard.comm()->impl.get();
-      RETURN_IF_ERROR(checkStream(stream));
+      ASSIGN_OR_RETURN(const DeviceRoute route, routeCall(args, stream));
       RETURN_IF_ERROR(validateCall(args, comm->rank(), comm->nranks()));
+      pollDeviceErrors(comm);
       Status broken = comm->asyncError();
       if (!broken.ok()) {
         return Status(broken.code(), "communicator unusable after an earlier error: " +
                                          broken.message());
       }
+      if (route.device) return submitDeviceCall(comm, args, route, stream);
       return submit(comm, args);
     });
+    if (status.ok() && inGroup()) tGroupComms.push_back(handle);
   }
   return finish(status, guard.comm());
 }
@@ -175,8 +169,26 @@ braidResult_t commInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, 
     *comm = handle;
     Config c = std::move(config).value();
     deferInit([handle, nranks, commId, rank, c]() -> Status {
-      Status s = initRank(handle, nranks, commId, rank, c);
-      if (!s.ok()) handle->initError = s.message();
+      {
+        // Destroy or abort may run on another thread meanwhile: hold the handle like a call.
+        std::lock_guard<std::mutex> lock(gRegistryMutex);
+        if (registry().count(handle) == 0) {
+          return invalidUsage("braidCommInitRank: comm was destroyed before braidGroupEnd");
+        }
+        handle->activeCalls.fetch_add(1);
+      }
+      std::unique_ptr<Communicator> impl;
+      Status s = guarded([&]() -> Status {
+        ASSIGN_OR_RETURN(impl, Communicator::create(commId, nranks, rank, c));
+        return okStatus();
+      });
+      {
+        // retire() looks at impl under this lock.
+        std::lock_guard<std::mutex> lock(gRegistryMutex);
+        handle->impl = std::move(impl);
+        if (!s.ok()) handle->initError = s.message();
+      }
+      handle->activeCalls.fetch_sub(1);
       return s;
     });
     return braidSuccess;
@@ -184,7 +196,7 @@ braidResult_t commInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, 
   Status status = initRank(handle, nranks, commId, rank, config.value());
   if (!status.ok()) {
     delete handle;
-    return finish(status);
+    return finish(status.withContext("braidCommInitRank"));
   }
   registerComm(handle);
   *comm = handle;
@@ -199,9 +211,8 @@ braidResult_t commInitAll(braidComm_t* comms, int ndev, const int* devlist,
                                   " is less than 1"));
   }
   if (devlist != nullptr) {
-    return finish(Status(braidUnhandledCudaError,
-                         "braidCommInitAll: devlist names CUDA devices but this build of Braid "
-                         "runs host memory only"));
+    Status devices = checkDeviceList(devlist, ndev);
+    if (!devices.ok()) return finish(devices);
   }
   for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
   Result<Config> config = loadConfig(userConfig);
@@ -225,6 +236,7 @@ braidResult_t commInitAll(braidComm_t* comms, int ndev, const int* devlist,
     }
   }
   for (int i = 0; i < ndev; ++i) {
+    if (devlist != nullptr) bindCommunicatorDevice(handles[i]->impl.get(), devlist[i]);
     registerComm(handles[i]);
     comms[i] = handles[i];
   }
@@ -234,13 +246,17 @@ braidResult_t commInitAll(braidComm_t* comms, int ndev, const int* devlist,
 /// Removes comm from the registry so that no new call can start, then waits for running calls.
 Result<braidComm*> retire(braidComm* comm, bool abortFirst) {
   if (comm == nullptr) return invalidArgument("comm is NULL");
+  Communicator* impl = nullptr;
   {
     std::lock_guard<std::mutex> lock(gRegistryMutex);
     if (registry().erase(comm) == 0) {
       return invalidUsage("comm is not a live communicator (destroyed or never created)");
     }
+    // Read under the lock: a deferred init (group) sets impl under it. One still running cannot
+    // be interrupted; abort then waits for it like destroy does.
+    impl = comm->impl.get();
   }
-  if (abortFirst && comm->impl) comm->impl->abort();
+  if (abortFirst && impl != nullptr) impl->abort();
   while (comm->activeCalls.load() != 0) std::this_thread::yield();
   return comm;
 }
@@ -318,9 +334,14 @@ braidResult_t braidCommInitAllConfig(braidComm_t* comms, int ndev, const int* de
 braidResult_t braidCommInitFromEnv(braidComm_t* comm) {
   if (comm == nullptr) return finish(invalidArgument("braidCommInitFromEnv: comm is NULL"));
   *comm = nullptr;
-  return finish(invalidUsage(
-      "braidCommInitFromEnv: launcher environments (torchrun, mpirun, srun) are not supported by "
-      "this build yet; create the id with braidGetUniqueId and call braidCommInitRank"));
+  Result<Config> config = Config::load();
+  if (!config.ok()) return finish(config.status());
+  Result<LaunchPlan> plan =
+      planLaunch(config.value(), [](const char* name) { return std::getenv(name); });
+  if (!plan.ok()) return finish(plan.status().withContext("braidCommInitFromEnv"));
+  Result<braidUniqueId> id = launchRendezvous(plan.value(), config->timeoutSeconds);
+  if (!id.ok()) return finish(id.status().withContext("braidCommInitFromEnv"));
+  return commInitRank(comm, plan->size, id.value(), plan->rank, nullptr);
 }
 
 braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* newcomm) {
@@ -368,6 +389,9 @@ braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError
   CommGuard guard(comm);
   Status status = guard.status();
   if (!status.ok()) return finish(status, guard.comm());
+  // A failure a peer reported while this rank was between calls counts too.
+  (void)guard.comm()->impl->health();
+  pollDeviceErrors(guard.comm()->impl.get());
   Status async = guard.comm()->impl->asyncError();
   *asyncError = async.code();
   if (!async.ok()) finish(async, guard.comm());
@@ -397,7 +421,7 @@ braidResult_t braidCommCuDevice(const braidComm_t comm, int* device) {
   CommGuard guard(comm);
   Status status = guard.status();
   if (!status.ok()) return finish(status, guard.comm());
-  *device = -1;
+  *device = communicatorDevice(guard.comm()->impl.get());
   return braidSuccess;
 }
 
@@ -460,7 +484,20 @@ braidResult_t braidGroupStart(void) {
 }
 
 braidResult_t braidGroupEnd(void) {
-  return finish(guarded([] { return groupEnd(); }));
+  const Status status = guarded([] { return groupEnd(); });
+  if (!inGroup()) {
+    const std::vector<braidComm*> comms = std::move(tGroupComms);
+    tGroupComms.clear();
+    if (!status.ok()) {
+      std::lock_guard<std::mutex> lock(gRegistryMutex);
+      for (braidComm* comm : comms) {
+        if (registry().count(comm) == 0) continue;
+        std::lock_guard<std::mutex> errorLock(comm->errorMutex);
+        comm->lastError = status.message();
+      }
+    }
+  }
+  return finish(status);
 }
 
 }  // extern "C"

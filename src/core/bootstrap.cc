@@ -21,8 +21,21 @@
 namespace braid {
 namespace {
 
-constexpr size_t kJoinPayloadBytes = 8 + SocketAddress::kWireBytes;
 constexpr size_t kSplitRecordBytes = 8 + SocketAddress::kWireBytes;  // color, key, listener
+// While waiting for the previous rank to connect the ring, look whether it still exists after
+// this long, then again at this interval.
+constexpr auto kProbeAfter = std::chrono::milliseconds(200);
+constexpr auto kProbeEvery = std::chrono::milliseconds(500);
+// A probe or a parting error frame must not hold up a failing rank for long.
+constexpr double kShortWaitSeconds = 1;
+
+std::atomic<BootstrapFaultHook> gFaultHook{nullptr};
+
+void faultPoint(const char* point, const SocketAddress& listener) {
+  if (BootstrapFaultHook hook = gFaultHook.load(std::memory_order_acquire)) {
+    hook(point, listener.toString());
+  }
+}
 
 std::string rankText(int rank) { return "rank " + std::to_string(rank); }
 
@@ -94,41 +107,121 @@ Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   Result<Socket> ring = connectPeer(next, Purpose::kRing, deadline,
                                     rankText(rank_) + ": ring connect to " + rankText(next));
-  if (!ring.ok()) return breakRing(ring.status());
+  if (!ring.ok()) return farewell(breakRing(ring.status()));
   ringNext_ = std::move(ring.value());
   const std::string what = rankText(rank_) + ": waiting for " + rankText(prev) + " to connect the ring";
+  // A previous rank that died after the rendezvous never connects; without a look at its
+  // listener this wait would end only at the timeout.
+  auto nextProbe = std::chrono::steady_clock::now() + kProbeAfter;
   std::unique_lock<std::mutex> lock(mu_);
   while (!ringIn_.open) {
-    if (Status s = deadline.check(what); !s.ok()) {
+    Status s = deadline.check(what);
+    if (s.ok()) {
       lock.unlock();
-      return breakRing(s);
+      if (std::optional<Status> words = nextPartingWords()) {
+        s = Status(words->code(), what + ": " + words->message());
+      } else if (std::chrono::steady_clock::now() >= nextProbe) {
+        s = probePrevious(prev, what);
+        nextProbe = std::chrono::steady_clock::now() + kProbeEvery;
+      }
+      lock.lock();
+      if (ringIn_.open) break;
+    }
+    if (!s.ok()) {
+      lock.unlock();
+      return farewell(breakRing(s));
     }
     cv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs()));
   }
   return okStatus();
 }
 
+Status Bootstrap::Impl::farewell(Status status) {
+  // The previous rank may be about to connect the ring; give the service thread a moment to
+  // tell it why this rank gives up, or it would only see a closed connection.
+  const Deadline shortly = Deadline::after(kShortWaitSeconds);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!ringIn_.open && !toldPrevious_ && !shortly.expired()) {
+    cv_.wait_for(lock, std::chrono::milliseconds(shortly.pollMs()));
+  }
+  return status;
+}
+
+Status Bootstrap::Impl::probePrevious(int prev, const std::string& what) {
+  const SocketAddress& where = peers_[static_cast<size_t>(prev)];
+  const Deadline probe = Deadline::after(kShortWaitSeconds, wait_.abort);
+  Result<Socket> s = Socket::connectTo(where, probe, what, /*retryRefused=*/false);
+  if (probe.aborted()) return probe.check(what);
+  // Connected: alive. Timed out or a local error: unknown, so keep waiting.
+  if (s.ok() || s.status().code() != braidRemoteError) return okStatus();
+  // Refused: nobody listens on the address the rendezvous gave for it any more.
+  return remoteError(what + ": " + rankText(prev) + " exited (its listener at " +
+                     where.toString() + " refuses connections)");
+}
+
 Result<Socket> Bootstrap::Impl::connectPeer(int peer, Purpose purpose, const Deadline& deadline,
                                             const std::string& what) {
-  ASSIGN_OR_RETURN(Socket s, Socket::connectTo(peers_[static_cast<size_t>(peer)], deadline, what,
-                                               /*retryRefused=*/false));
-  RETURN_IF_ERROR(authenticateAsClient(s, secret_, deadline, what));
-  uint8_t identify[kIdentifyBytes];
-  putLe32(identify, static_cast<uint32_t>(purpose));
-  putLe32(identify + 4, static_cast<uint32_t>(rank_));
-  putLe32(identify + 8, static_cast<uint32_t>(nranks_));
-  RETURN_IF_ERROR(writeFrame(s, FrameType::kIdentify, 0, 0, identify, sizeof(identify), deadline,
-                             what));
-  std::vector<uint8_t> reply;
-  ASSIGN_OR_RETURN(const FrameHeader header,
-                   readFrame(s, frameBit(FrameType::kAccept) | frameBit(FrameType::kError), 0,
-                             &reply, deadline, what));
-  (void)header;
+  const SocketAddress& where = peers_[static_cast<size_t>(peer)];
+  Result<Socket> connected = Socket::connectTo(where, deadline, what, /*retryRefused=*/false);
+  if (!connected.ok()) {
+    if (connected.status().code() != braidRemoteError || deadline.aborted()) {
+      return connected.status();
+    }
+    // Refused: the address the rendezvous gave for it has nobody listening any more.
+    return remoteError(what + ": " + rankText(peer) + " exited (nobody listens at " +
+                       where.toString() + " any more)");
+  }
+  Socket s = std::move(connected.value());
+  Status status = authenticateAsClient(s, secret_, deadline, what);
+  const std::vector<uint8_t> identify =
+      encodeIdentify({static_cast<uint32_t>(purpose), rank_, nranks_});
+  if (status.ok()) {
+    status = writeFrame(s, FrameType::kIdentify, 0, 0, identify.data(), identify.size(), deadline,
+                        what);
+  }
+  if (status.ok()) {
+    std::vector<uint8_t> reply;
+    status = readFrame(s, frameBit(FrameType::kAccept) | frameBit(FrameType::kError), 0, &reply,
+                       deadline, what)
+                 .status();
+  }
+  // Cut off (not refused with a reason, which arrives as an error frame): it went away.
+  if (status.code() == braidRemoteError && !deadline.aborted() &&
+      (status.message().find("connection closed by peer") != std::string::npos ||
+       status.message().find("connection reset by peer") != std::string::npos)) {
+    return remoteError(what + ": " + rankText(peer) +
+                       " closed the connection during the handshake (it exited or failed)");
+  }
+  if (!status.ok()) return status;
   return s;
 }
 
+Status Bootstrap::Impl::nextGone(const std::string& what) {
+  if (!nextHungUp_) {
+    // The write failed: what it said before it left may still be there to read.
+    nextHungUp_ = true;
+    std::optional<Status> words = readPartingWords(ringNext_, kShortWaitSeconds);
+    if (words && !ringCause_) ringCause_ = words;
+  }
+  if (ringCause_) return Status(ringCause_->code(), what + ": " + ringCause_->message());
+  return remoteError(what + ": " + rankText((rank_ + 1) % nranks_) +
+                     " closed the ring connection (it exited or failed)");
+}
+
+std::optional<Status> Bootstrap::Impl::nextPartingWords() {
+  if (!ringNext_.valid() || nextHungUp_ || !peerHungUp(ringNext_)) return std::nullopt;
+  // The next rank writes nothing on this connection unless it gives up: then it says why.
+  nextHungUp_ = true;
+  std::optional<Status> words = readPartingWords(ringNext_, kShortWaitSeconds);
+  BRAID_LOG(processLogger(), kInfo, kBoot, "rank %d: the next rank closed the ring%s%s", rank_,
+            words ? ", saying: " : " without a word", words ? words->message().c_str() : "");
+  if (words && !ringCause_) ringCause_ = words;
+  return words;
+}
+
 Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uint32_t> tag,
-                                             const Deadline& deadline, const std::string& what) {
+                                             const Deadline& deadline, const std::string& what,
+                                             bool watchNext) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     auto it = channel.frames.begin();
@@ -145,8 +238,19 @@ Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uin
       if (wasFull) wakeService();  // it may resume reading this peer
       return frame;
     }
+    if (channel.closed && channel.upstream) {
+      return Status(channel.upstream->code(), what + ": " + channel.upstream->message());
+    }
     if (channel.closed) return remoteError(what + ": " + channel.reason);
     RETURN_IF_ERROR(deadline.check(what));
+    if (watchNext) {
+      // A failure may come round the other way: the next rank tells us before it leaves.
+      lock.unlock();
+      std::optional<Status> words = nextPartingWords();
+      if (words) return Status(words->code(), what + ": " + words->message());
+      lock.lock();
+      if (!channel.frames.empty() || channel.closed) continue;
+    }
     cv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs()));
   }
 }
@@ -155,10 +259,33 @@ Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uin
 
 Status Bootstrap::Impl::breakRing(Status status) {
   if (!ringBroken_) ringBroken_ = status;
+  std::unique_lock<std::mutex> lock(mu_);
+  // The first failure on the ring goes round unchanged, both ways, so every rank names its origin
+  // (say, the rank that died) instead of only the neighbour that gave up.
+  const Status cause = ringIn_.upstream ? *ringIn_.upstream : ringCause_ ? *ringCause_ : status;
+  farewell_ = cause;
+  BRAID_LOG(processLogger(), kInfo, kBoot, "rank %d: ring broken (%s); telling the neighbours: %s",
+            rank_, status.message().c_str(), cause.message().c_str());
+  const std::vector<uint8_t> payload = encodeErrorPayload(cause);
+  std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
+  encodeFrameHeader({FrameType::kError, 0, 0, static_cast<uint32_t>(payload.size())},
+                    frame.data());
+  std::memcpy(frame.data() + kFrameHeaderBytes, payload.data(), payload.size());
+  if (ringInFd_ >= 0) {
+    // Backwards on the accepted connection, which carries nothing else this way: one small
+    // non-blocking write, best effort (the service thread only reads it).
+    (void)::send(ringInFd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(ringInFd_, SHUT_RDWR);
+  }
+  lock.unlock();
+  if (ringNext_.valid() && !nextHungUp_) {
+    (void)ringNext_.writeAll(frame.data(), frame.size(), Deadline::after(kShortWaitSeconds),
+                             rankText(rank_) + ": ring error");
+  }
   ringNext_.shutdownBoth();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (ringInFd_ >= 0) ::shutdown(ringInFd_, SHUT_RDWR);
-  return status;
+  if (status.message().find(cause.message()) != std::string::npos) return status;
+  // Another rank failed first: that is the failure worth reporting.
+  return Status(cause.code(), status.message() + "; the ring failed first at " + cause.message());
 }
 
 Status Bootstrap::Impl::ringStep(const void* sendData, void* recvData, size_t bytes, RingOp op,
@@ -167,13 +294,21 @@ Status Bootstrap::Impl::ringStep(const void* sendData, void* recvData, size_t by
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   const uint32_t seq = static_cast<uint32_t>(ringSeq_++);
   const std::string what = rankText(rank_) + ": " + opName(op);
-  if (peerHungUp(ringNext_)) {
-    return remoteError(what + ": " + rankText(next) + " closed the ring connection");
+  faultPoint("ring:step", listenAddress_);
+  (void)nextPartingWords();
+  if (nextHungUp_) return nextGone(what);
+  if (Status sent = writeFrame(ringNext_, FrameType::kRing, static_cast<uint16_t>(op), seq,
+                               sendData, bytes, deadline, what + ": send to " + rankText(next));
+      !sent.ok()) {
+    if (sent.code() != braidRemoteError || deadline.aborted()) {
+      nextHungUp_ = true;  // it may end mid-frame: nothing more can follow on it
+      return sent;
+    }
+    return nextGone(what);
   }
-  RETURN_IF_ERROR(writeFrame(ringNext_, FrameType::kRing, static_cast<uint16_t>(op), seq, sendData,
-                             bytes, deadline, what + ": send to " + rankText(next)));
   ASSIGN_OR_RETURN(const Channel::Frame frame,
-                   take(ringIn_, std::nullopt, deadline, what + ": receive from " + rankText(prev)));
+                   take(ringIn_, std::nullopt, deadline, what + ": receive from " + rankText(prev),
+                        /*watchNext=*/true));
   if (frame.flags != static_cast<uint16_t>(op) || frame.tag != seq) {
     return invalidUsage(what + ": " + rankText(prev) + " is in " +
                         opName(static_cast<RingOp>(frame.flags)) + " step " +
@@ -357,37 +492,43 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   ASSIGN_OR_RETURN(Socket root, Socket::connectTo(info.root, deadline, atRoot,
                                                   /*retryRefused=*/true));
   RETURN_IF_ERROR(authenticateAsClient(root, info.secret, deadline, atRoot));
-  uint8_t payload[kJoinPayloadBytes];
-  putLe32(payload, static_cast<uint32_t>(rank));
-  putLe32(payload + 4, static_cast<uint32_t>(nranks));
-  impl->listenAddress().toWire(payload + 8);
-  RETURN_IF_ERROR(writeFrame(root, FrameType::kJoin, 0, 0, payload, sizeof(payload), deadline,
-                             atRoot));
+  const std::vector<uint8_t> payload = encodeJoin({rank, nranks, impl->listenAddress()});
+  RETURN_IF_ERROR(writeFrame(root, FrameType::kJoin, 0, 0, payload.data(), payload.size(),
+                             deadline, atRoot));
+  faultPoint("join:root", impl->listenAddress());
   const size_t tableBytes = static_cast<size_t>(nranks) * SocketAddress::kWireBytes;
   std::vector<uint8_t> table;
-  ASSIGN_OR_RETURN(const FrameHeader header,
-                   readFrame(root, frameBit(FrameType::kTable) | frameBit(FrameType::kError),
-                             static_cast<uint32_t>(tableBytes), &table, deadline,
-                             atRoot + ": waiting for the other ranks"));
-  (void)header;
+  Result<FrameHeader> header =
+      readFrame(root, frameBit(FrameType::kTable) | frameBit(FrameType::kError),
+                static_cast<uint32_t>(tableBytes), &table, deadline,
+                atRoot + ": waiting for the other ranks");
+  if (!header.ok()) {
+    if (deadline.expired() || deadline.aborted()) {
+      // Giving up on our own clock: say so, and the root tells every rank (this one included)
+      // which ranks never came, instead of reporting this one as lost.
+      const std::vector<uint8_t> why = encodeErrorPayload(header.status());
+      if (writeFrame(root, FrameType::kError, 0, 0, why.data(), why.size(),
+                     Deadline::after(kShortWaitSeconds), atRoot)
+              .ok()) {
+        if (std::optional<Status> told = readPartingWords(root, kShortWaitSeconds)) {
+          return Status(header.status().code(), atRoot + ": " + told->message());
+        }
+      }
+    }
+    return header.status();
+  }
   root.close();
-  if (table.size() != tableBytes) {
-    return remoteError(atRoot + ": address table of " + std::to_string(table.size()) +
-                       " bytes, expected " + std::to_string(tableBytes));
-  }
-  std::vector<SocketAddress> peers;
-  for (int r = 0; r < nranks; ++r) {
-    Result<SocketAddress> peer =
-        SocketAddress::fromWire(table.data() + static_cast<size_t>(r) * SocketAddress::kWireBytes);
-    if (!peer.ok()) return peer.status().withContext(atRoot + ": address of rank " + std::to_string(r));
-    peers.push_back(peer.value());
-  }
+  faultPoint("join:table", impl->listenAddress());
+  Result<std::vector<SocketAddress>> decoded = decodeAddressTable(table, nranks);
+  if (!decoded.ok()) return decoded.status().withContext(atRoot);
+  std::vector<SocketAddress> peers = std::move(decoded.value());
   if (!(peers[static_cast<size_t>(rank)] == impl->listenAddress())) {
     return remoteError(atRoot + ": the table gives this rank's address as " +
                        peers[static_cast<size_t>(rank)].toString() + ", not " +
                        impl->listenAddress().toString());
   }
   RETURN_IF_ERROR(impl->connect(std::move(peers), deadline));
+  faultPoint("join:ring", impl->listenAddress());
   BRAID_LOG(processLogger(), kInfo, kBoot, "rank %d of %d joined; listening on %s", rank, nranks,
             impl->listenAddress().toString().c_str());
   return std::unique_ptr<Bootstrap>(new Bootstrap(std::move(impl)));
@@ -396,6 +537,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
 int Bootstrap::rank() const { return impl_->rank(); }
 int Bootstrap::nranks() const { return impl_->nranks(); }
 std::string Bootstrap::listenerAddress() const { return impl_->listenAddress().toString(); }
+Result<Secret> Bootstrap::deriveKey(std::string_view label) const {
+  return hmacSha256(impl_->secret().data(), impl_->secret().size(), label.data(), label.size());
+}
 
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   return impl_->allGather(data, bytesPerRank, RingOp::kAllGather);
@@ -408,5 +552,9 @@ Status Bootstrap::recv(int peer, uint32_t tag, void* data, size_t bytes) {
   return impl_->recv(peer, tag, data, bytes);
 }
 Result<SplitResult> Bootstrap::split(int color, int key) { return impl_->split(color, key); }
+
+void setBootstrapFaultHook(BootstrapFaultHook hook) {
+  gFaultHook.store(hook, std::memory_order_release);
+}
 
 }  // namespace braid

@@ -25,10 +25,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid.h"
 #include "core/status.h"
+#include "core/unique_id.h"
 
 namespace braid {
 
@@ -50,6 +52,13 @@ struct WaitPolicy {
 /// non-loopback interface that is up, else loopback). handshakeSeconds: as in WaitPolicy.
 Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeoutSeconds,
                                          double handshakeSeconds = 5);
+/// Like startBootstrapRoot, for launchers whose ranks agree on the rendezvous beforehand
+/// (core/launcher.cc): listens on `bindAddress` (SO_REUSEADDR; a wildcard address serves every
+/// interface) with the given secret, and returns the id naming `advertised`, the address the
+/// ranks connect to.
+Result<braidUniqueId> startBootstrapRootAt(const SocketAddress& bindAddress,
+                                           const SocketAddress& advertised, const Secret& secret,
+                                           double timeoutSeconds, double handshakeSeconds = 5);
 
 /// What one rank learns from a split: its place in the new group and the group's bootstrap.
 struct SplitResult;
@@ -71,6 +80,9 @@ class Bootstrap {
   int nranks() const;
   /// The address this rank's listener accepts connections on ("ip:port"), for logs and tests.
   std::string listenerAddress() const;
+  /// A key for authenticating this group's other connections (a network transport's streams):
+  /// HMAC-SHA256 of `label` under the group's secret, derived locally by every rank.
+  Result<Secret> deriveKey(std::string_view label) const;
 
   /// data holds nranks blocks of bytesPerRank; this rank's block is filled, the rest is received.
   /// Runs nranks-1 steps around the ring. After a failure the ring is torn down (so the failure
@@ -99,5 +111,13 @@ struct SplitResult {
   std::unique_ptr<Bootstrap> bootstrap;  ///< null for color < 0
   std::vector<int> parentRanks;          ///< new rank i was parent rank parentRanks[i]
 };
+
+/// Fault injection for the fault tests: a function the bootstrap calls at named points of a join
+/// ("join:root" once the join frame is sent, "join:table" once the address table arrived,
+/// "join:ring" once the ring is connected) and before every ring step ("ring:step"), so a test can
+/// kill or hold a rank at an exact moment. `listener` is the calling rank's listener address
+/// ("ip:port"). Process-wide; nullptr (the default) turns it off.
+using BootstrapFaultHook = void (*)(const char* point, const std::string& listener);
+void setBootstrapFaultHook(BootstrapFaultHook hook);
 
 }  // namespace braid

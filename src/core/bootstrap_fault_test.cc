@@ -310,6 +310,88 @@ TEST(BootstrapFault, AbortEndsWaitsQuickly) {
   EXPECT_TRUE(out[1].ok());
 }
 
+TEST(BootstrapFault, RankThatLeavesTheRendezvousFailsItForEveryone) {
+  const braidUniqueId id = newRoot();
+  const UniqueIdInfo info = infoOf(id);
+  Status joined;
+  std::thread rank0([&] {
+    Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id, 0, 3, "lo", waitFor(kTestTimeout));
+    joined = b.ok() ? okStatus() : b.status();
+  });
+  {
+    // Rank 1 joins, then goes away before rank 2 ever comes.
+    Socket rank1 = authenticated(info.root, info.secret);
+    const std::vector<uint8_t> join = encodeJoin({1, 3, SocketAddress::parse("127.0.0.1:9").value()});
+    ASSERT_TRUE(writeFrame(rank1, FrameType::kJoin, 0, 0, join.data(), join.size(),
+                           Deadline::after(5), "rank 1").ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  const Deadline quick = Deadline::after(5);
+  rank0.join();
+  EXPECT_FALSE(quick.expired()) << "rank 0 waited for its timeout";
+  EXPECT_EQ(joined.code(), braidRemoteError) << joined.message();
+  EXPECT_NE(joined.message().find("rank 1 ("), std::string::npos) << joined.message();
+  EXPECT_NE(joined.message().find("left before the rendezvous completed"), std::string::npos)
+      << joined.message();
+  EXPECT_NE(joined.message().find("never joined: 2"), std::string::npos) << joined.message();
+}
+
+TEST(BootstrapFault, RankThatGivesUpTellsEveryoneWhoNeverCame) {
+  const braidUniqueId id = newRoot();
+  std::vector<Status> out(2);
+  std::thread impatient([&] {
+    auto b = Bootstrap::join(id, 0, 3, "lo", waitFor(0.5));
+    out[0] = b.ok() ? okStatus() : b.status();
+  });
+  std::thread patient([&] {
+    auto b = Bootstrap::join(id, 1, 3, "lo", waitFor(kTestTimeout));
+    out[1] = b.ok() ? okStatus() : b.status();
+  });
+  impatient.join();
+  patient.join();
+  for (const Status& s : out) {
+    // Both report the timeout (not a lost peer), and both say which rank never came.
+    EXPECT_EQ(s.code(), braidTimeout) << s.message();
+    EXPECT_NE(s.message().find("never joined: 2"), std::string::npos) << s.message();
+  }
+}
+
+TEST(BootstrapFault, RankThatDiesAfterTheRendezvousIsReportedNotWaitedFor) {
+  const braidUniqueId id = newRoot();
+  const UniqueIdInfo info = infoOf(id);
+  std::vector<Status> out(3);
+  std::vector<std::thread> ranks;
+  for (int r = 1; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      auto b = Bootstrap::join(id, r, 3, "lo", waitFor(kTestTimeout));
+      out[static_cast<size_t>(r)] = b.ok() ? okStatus() : b.status();
+    });
+  }
+  {
+    // Rank 0 joins with a listener of its own, gets the table, and vanishes before it connects
+    // the ring: rank 2 cannot reach it, and rank 1 waits for a ring connection that never comes.
+    Socket listener = Socket::listenOn(SocketAddress::parse("127.0.0.1:0").value()).value();
+    Socket rank0 = authenticated(info.root, info.secret);
+    const std::vector<uint8_t> join = encodeJoin({0, 3, listener.localAddress().value()});
+    ASSERT_TRUE(writeFrame(rank0, FrameType::kJoin, 0, 0, join.data(), join.size(),
+                           Deadline::after(5), "rank 0").ok());
+    std::vector<uint8_t> table;
+    ASSERT_TRUE(readFrame(rank0, frameBit(FrameType::kTable), 3 * SocketAddress::kWireBytes,
+                          &table, Deadline::after(kTestTimeout), "rank 0").ok());
+  }
+  const Deadline quick = Deadline::after(5);
+  for (std::thread& t : ranks) t.join();
+  EXPECT_FALSE(quick.expired()) << "the ranks waited for their timeout";
+  for (int r = 1; r < 3; ++r) {
+    const Status& s = out[static_cast<size_t>(r)];
+    EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
+    // Refused (it is gone) or cut off during the handshake (it went while we connected).
+    EXPECT_TRUE(s.message().find("rank 0 exited") != std::string::npos ||
+                s.message().find("rank 0 closed the connection") != std::string::npos)
+        << s.message();
+  }
+}
+
 // Runs n ranks; `body` per rank gets its own bootstrap as a unique_ptr so it can destroy it.
 std::vector<Status> runOwned(int n, const std::function<Status(int, std::unique_ptr<Bootstrap>)>& body) {
   const braidUniqueId id = newRoot();
@@ -356,6 +438,22 @@ TEST(BootstrapFault, PeerThatLeavesIsARemoteErrorNotAHang) {
         << again.message();
     const Status toGone = b->send(1, 2, &v, sizeof(v));
     EXPECT_EQ(toGone.code(), braidRemoteError) << toGone.message();
+    return okStatus();
+  });
+  for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(BootstrapFault, EveryRankNamesWhereTheRingBroke) {
+  // Rank 2 leaves; whichever neighbour notices first, the failure that goes round the ring (both
+  // ways) names rank 2 on every rank.
+  std::vector<Status> out = runOwned(4, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
+    RETURN_IF_ERROR(b->barrier());
+    if (r == 2) return okStatus();
+    int v[4] = {};
+    const Status s = b->allGather(v, sizeof(int));
+    EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
+    EXPECT_NE(s.message().find("rank 2 closed"), std::string::npos)
+        << "rank " << r << ": " << s.message();
     return okStatus();
   });
   for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();

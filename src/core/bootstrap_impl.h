@@ -28,7 +28,6 @@ namespace braid {
 
 /// Why a rank connects to another rank's listener (the identify frame says it).
 enum class Purpose : uint32_t { kRing = 1, kP2p = 2 };
-constexpr size_t kIdentifyBytes = 12;  // purpose, rank, nranks
 
 /// Ring frames carry the operation in their flags, so ranks in different collectives notice.
 enum class RingOp : uint16_t { kAllGather = 1, kBarrier = 2 };
@@ -43,6 +42,8 @@ struct Channel {
   bool open = false;    ///< the peer connected and was admitted
   bool closed = false;  ///< and has gone since; `reason` says how
   std::string reason;
+  /// Set when the peer said why it gave up (an error frame): the failure it passes on.
+  std::optional<Status> upstream;
   std::deque<Frame> frames;
   size_t queuedBytes = 0;
 };
@@ -68,6 +69,7 @@ class Bootstrap::Impl {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const SocketAddress& listenAddress() const { return listenAddress_; }
+  const Secret& secret() const { return secret_; }
 
   Status allGather(void* data, size_t bytesPerRank, RingOp op);
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
@@ -85,12 +87,26 @@ class Bootstrap::Impl {
   Result<Socket> connectPeer(int peer, Purpose purpose, const Deadline& deadline,
                              const std::string& what);
   /// Waits for a frame on `channel` (the first with `tag`, or any when tag is empty).
+  /// watchNext: also end the wait when the next rank of the ring reports a failure.
   Result<Channel::Frame> take(Channel& channel, std::optional<uint32_t> tag,
-                              const Deadline& deadline, const std::string& what);
+                              const Deadline& deadline, const std::string& what,
+                              bool watchNext = false);
+  /// Once the connection to the next rank turned readable (it closed, or sent an error frame
+  /// before leaving): what it said, if anything. Marks the connection unusable either way.
+  std::optional<Status> nextPartingWords();
+  /// The failure to report once the next rank is gone: what it said, or that it closed.
+  Status nextGone(const std::string& what);
   Status ringStep(const void* sendData, void* recvData, size_t bytes, RingOp op,
                   const Deadline& deadline);
-  /// Tears the ring down after a failure so that the neighbours fail quickly too.
+  /// Tears the ring down after a failure so that the neighbours fail quickly too: the next rank
+  /// is told why (the first failure seen on the ring travels on unchanged), then both ring
+  /// connections are shut.
   Status breakRing(Status status);
+  /// After breakRing during connect: waits briefly until the previous rank has been told.
+  Status farewell(Status status);
+  /// While waiting for the previous rank to connect the ring: whether its listener still exists.
+  /// A refused connection means the process is gone (an error naming it); ok otherwise.
+  Status probePrevious(int prev, const std::string& what);
   /// Ends a wait in take(): wakes the caller and the service thread.
   void wakeService();
 
@@ -99,7 +115,8 @@ class Bootstrap::Impl {
   struct Incoming;
   void admit(Admission& admission, std::vector<Incoming>& incoming);
   bool readFrames(Incoming& in);
-  void closeIncoming(Incoming& in, const std::string& reason);
+  void closeIncoming(Incoming& in, const std::string& reason,
+                     std::optional<Status> upstream = std::nullopt);
 
   const int rank_;
   const int nranks_;
@@ -111,8 +128,10 @@ class Bootstrap::Impl {
 
   // Caller's thread only.
   Socket ringNext_;
+  bool nextHungUp_ = false;  ///< ringNext_ was closed from the other end: nothing more goes out
   uint64_t ringSeq_ = 0;
   std::optional<Status> ringBroken_;
+  std::optional<Status> ringCause_;  ///< the failure the next rank reported, if any
   std::vector<Socket> p2pOut_;
   std::vector<std::optional<Status>> p2pBroken_;
   uint64_t splitCount_ = 0;
@@ -123,6 +142,10 @@ class Bootstrap::Impl {
   Channel ringIn_;
   std::vector<Channel> p2pIn_;
   int ringInFd_ = -1;  ///< the accepted ring socket, for breakRing's shutdown
+  /// Set by breakRing: the previous rank, if it connects the ring only now, is told this
+  /// instead of being accepted (so it learns the cause, not just that this rank left).
+  std::optional<Status> farewell_;
+  bool toldPrevious_ = false;
 
   Socket wake_;  ///< an eventfd that ends the service thread's poll
   std::atomic<bool> stop_{false};

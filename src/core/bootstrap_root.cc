@@ -6,9 +6,11 @@
 // connected rank gets an error frame saying why; ranks that arrive shortly after a disagreement
 // are told too.
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -26,7 +28,6 @@
 namespace braid {
 namespace {
 
-constexpr size_t kJoinPayloadBytes = 8 + SocketAddress::kWireBytes;
 // Unauthenticated connections held at once; more are closed on arrival.
 constexpr size_t kMaxPending = 256;
 // After a disagreement, how long late ranks are still told why.
@@ -87,22 +88,38 @@ void RootServer::run() {
     for (const auto& [rank, m] : joined_) fds.push_back({m->conn.socket().fd(), POLLIN, 0});
     for (const auto& m : answering_) fds.push_back({m->conn.socket().fd(), m->conn.pollEvents(false), 0});
     (void)::poll(fds.data(), fds.size(), deadline_.pollMs(100));
-    // A joined rank sends nothing more: readable means it left (or broke the protocol).
-    std::vector<int> left;
+    // A joined rank sends nothing more unless it gives up (an error frame saying why); anything
+    // else readable means it left or broke the protocol.
+    std::vector<int> readable;
     size_t index = (listener_.valid() ? 1 : 0) + pending_.size();
     for (const auto& [rank, m] : joined_) {
-      if ((fds[index++].revents & (POLLIN | POLLHUP | POLLERR)) != 0) left.push_back(rank);
+      if ((fds[index++].revents & (POLLIN | POLLHUP | POLLERR)) != 0) readable.push_back(rank);
     }
 
     if (listener_.valid()) acceptAll();
-    for (int rank : left) {
+    for (int rank : readable) {
       auto it = joined_.find(rank);
-      if (it == joined_.end()) continue;
-      BRAID_LOG(log, kWarn, kBoot, "bootstrap root: rank %d (%s) left before the rendezvous completed",
-                rank, it->second->conn.peer().toString().c_str());
-      joined_.erase(it);
-      // With nobody left, the next joiner's nranks counts afresh.
-      if (joined_.empty()) nranks_ = 0;
+      if (it == joined_.end() || failure_) continue;
+      FrameHeader header;
+      std::vector<uint8_t> payload;
+      Result<bool> got = it->second->conn.readFrame(frameBit(FrameType::kError), kMaxErrorBytes,
+                                                    &header, &payload);
+      if (got.ok() && !got.value()) continue;  // the rest of its frame is on the way
+      const std::string who =
+          "rank " + std::to_string(rank) + " (" + it->second->conn.peer().toString() + ")";
+      const std::string never = missingRanks();
+      const std::string missing = never.empty() ? "" : "; never joined: " + never;
+      // The group cannot form without it: every rank hears why now rather than at its timeout.
+      if (got.ok()) {
+        // It gave up on its own clock and waits a moment for this answer, like the others.
+        const Status why = decodeErrorPayload(payload, "");
+        fail(Status(why.code(), who + " gave up before the rendezvous completed (" +
+                                    why.message() + ")" + missing));
+      } else {
+        joined_.erase(it);
+        fail(remoteError(who + " left before the rendezvous completed (it exited or failed)" +
+                         missing));
+      }
     }
     for (size_t i = 0; i < pending_.size();) {
       const Admission::State state = pending_[i]->progress();
@@ -178,34 +195,22 @@ void RootServer::acceptAll() {
 
 void RootServer::admit(std::unique_ptr<Admission> admission) {
   auto member = std::make_unique<Member>(Member{std::move(admission->conn()), -1, 0, {}});
-  const std::vector<uint8_t>& p = admission->payload();
   const std::string from = member->conn.peer().toString();
-  if (p.size() != kJoinPayloadBytes) {
-    BRAID_LOG(processLogger(), kWarn, kBoot, "bootstrap root: dropped %s: join of %zu bytes",
-              from.c_str(), p.size());
+  Result<JoinRequest> join = decodeJoin(admission->payload());
+  if (!join.ok() && join.status().code() == braidRemoteError) {
+    BRAID_LOG(processLogger(), kWarn, kBoot, "bootstrap root: dropped %s: %s", from.c_str(),
+              join.status().message().c_str());
     return;
   }
-  member->rank = static_cast<int>(getLe32(p.data()));
-  member->nranks = static_cast<int>(getLe32(p.data() + 4));
-  Result<SocketAddress> listener = SocketAddress::fromWire(p.data() + 8);
-  Status problem;
-  if (member->nranks < 1 || member->nranks > kMaxRanks) {
-    problem = invalidUsage("rank " + std::to_string(member->rank) + " claims nranks=" +
-                           std::to_string(member->nranks) + ", outside 1.." +
-                           std::to_string(kMaxRanks));
-  } else if (member->rank < 0 || member->rank >= member->nranks) {
-    problem = invalidUsage("rank " + std::to_string(member->rank) + " is outside 0.." +
-                           std::to_string(member->nranks - 1));
-  } else if (!listener.ok() || listener->port() == 0) {
-    problem = invalidUsage("rank " + std::to_string(member->rank) + " sent a bad listener address");
-  }
-  if (!problem.ok()) {
+  if (!join.ok()) {
     // One broken joiner: the group cannot form as configured, so everyone hears why.
-    if (!failure_) fail(problem);
-    tell(std::move(member), FrameType::kError, encodeErrorPayload(problem));
+    if (!failure_) fail(join.status());
+    tell(std::move(member), FrameType::kError, encodeErrorPayload(join.status()));
     return;
   }
-  member->listener = listener.value();
+  member->rank = join->rank;
+  member->nranks = join->nranks;
+  member->listener = join->listener;
   mostClaimed_ = std::max(mostClaimed_, member->nranks);
   if (failure_) {
     tell(std::move(member), FrameType::kError, encodeErrorPayload(*failure_));
@@ -249,10 +254,9 @@ void RootServer::fail(const Status& status) {
 }
 
 void RootServer::complete() {
-  std::vector<uint8_t> table(static_cast<size_t>(nranks_) * SocketAddress::kWireBytes);
-  for (const auto& [rank, member] : joined_) {
-    member->listener.toWire(table.data() + static_cast<size_t>(rank) * SocketAddress::kWireBytes);
-  }
+  std::vector<SocketAddress> addresses(static_cast<size_t>(nranks_));
+  for (const auto& [rank, member] : joined_) addresses[static_cast<size_t>(rank)] = member->listener;
+  const std::vector<uint8_t> table = encodeAddressTable(addresses);
   for (auto& [rank, member] : joined_) tell(std::move(member), FrameType::kTable, table);
   joined_.clear();
   done_ = true;
@@ -291,6 +295,34 @@ Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeo
   info.root = address;
   ASSIGN_OR_RETURN(info.secret, newSecret());
   auto server = std::make_unique<RootServer>(std::move(listener), address, info.secret,
+                                             timeoutSeconds, handshakeSeconds);
+  try {
+    std::thread([server = std::move(server)]() { server->run(); }).detach();
+  } catch (const std::system_error& e) {
+    return systemError(std::string("bootstrap root thread: ") + e.what());
+  }
+  return encodeUniqueId(info);
+}
+
+Result<braidUniqueId> startBootstrapRootAt(const SocketAddress& bindAddress,
+                                           const SocketAddress& advertised, const Secret& secret,
+                                           double timeoutSeconds, double handshakeSeconds) {
+  (void)processLogger();  // before the thread exists, as in startBootstrapRoot
+  std::array<uint8_t, 32> warmKey{};
+  (void)hmacSha256(warmKey.data(), warmKey.size(), warmKey.data(), warmKey.size());
+  // A fixed port is reused run after run: connections the previous root closed sit in TIME_WAIT.
+  Socket listener(::socket(bindAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!listener.valid()) return errnoError("socket", errno);
+  const int one = 1;
+  (void)::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(listener.fd(), bindAddress.raw(), bindAddress.length()) != 0) {
+    return errnoError("bootstrap root: bind " + bindAddress.toString(), errno);
+  }
+  if (::listen(listener.fd(), 512) != 0) return errnoError("bootstrap root: listen", errno);
+  UniqueIdInfo info;
+  info.root = advertised;
+  info.secret = secret;
+  auto server = std::make_unique<RootServer>(std::move(listener), advertised, info.secret,
                                              timeoutSeconds, handshakeSeconds);
   try {
     std::thread([server = std::move(server)]() { server->run(); }).detach();

@@ -82,7 +82,10 @@ void Bootstrap::Impl::serve() {
         ++i;
         continue;
       }
-      if (state == Admission::State::kRejected) {
+      if (state == Admission::State::kRejected && pending[i]->silent()) {
+        BRAID_LOG(log, kInfo, kBoot, "rank %d: connection from %s closed without a word", rank_,
+                  pending[i]->conn().peer().toString().c_str());
+      } else if (state == Admission::State::kRejected) {
         BRAID_LOG(log, kWarn, kBoot, "rank %d: dropped connection from %s: %s", rank_,
                   pending[i]->conn().peer().toString().c_str(), pending[i]->reason().c_str());
       } else {
@@ -106,19 +109,20 @@ void Bootstrap::Impl::serve() {
 }
 
 void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incoming) {
-  const std::vector<uint8_t>& p = admission.payload();
   PolledConn& conn = admission.conn();
-  if (p.size() != kIdentifyBytes) {
-    BRAID_LOG(processLogger(), kWarn, kBoot, "rank %d: dropped %s: identify of %zu bytes", rank_,
-              conn.peer().toString().c_str(), p.size());
+  Result<Identify> identify = decodeIdentify(admission.payload());
+  if (!identify.ok()) {
+    BRAID_LOG(processLogger(), kWarn, kBoot, "rank %d: dropped %s: %s", rank_,
+              conn.peer().toString().c_str(), identify.status().message().c_str());
     return;
   }
-  const uint32_t purpose = getLe32(p.data());
-  const int from = static_cast<int>(getLe32(p.data() + 4));
-  const int theirNranks = static_cast<int>(getLe32(p.data() + 8));
+  const uint32_t purpose = identify->purpose;
+  const int from = identify->rank;
+  const int theirNranks = identify->nranks;
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   Channel* channel = nullptr;
   Status problem;
+  bool sayingFarewell = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (theirNranks != nranks_) {
@@ -126,7 +130,10 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
                              std::to_string(theirNranks) + " ranks, rank " +
                              std::to_string(rank_) + " to one of " + std::to_string(nranks_));
     } else if (purpose == static_cast<uint32_t>(Purpose::kRing)) {
-      if (from != prev) {
+      if (farewell_ && from == prev) {
+        problem = *farewell_;
+        sayingFarewell = true;
+      } else if (from != prev) {
         problem = invalidUsage("rank " + std::to_string(from) + " tried to join the ring of rank " +
                                std::to_string(rank_) + ", whose predecessor is " +
                                std::to_string(prev));
@@ -154,12 +161,21 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
     }
   }
   if (!problem.ok()) {
-    BRAID_LOG(processLogger(), kWarn, kBoot, "rank %d: refused %s: %s", rank_,
-              conn.peer().toString().c_str(), problem.message().c_str());
+    if (!sayingFarewell) {
+      BRAID_LOG(processLogger(), kWarn, kBoot, "rank %d: refused %s: %s", rank_,
+                conn.peer().toString().c_str(), problem.message().c_str());
+    }
     // Best effort: the frame is tiny and the socket fresh, so one write normally takes it all.
     const std::vector<uint8_t> error = encodeErrorPayload(problem);
     conn.queueFrame(FrameType::kError, 0, 0, error.data(), error.size());
     (void)conn.flush();
+    if (sayingFarewell) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        toldPrevious_ = true;
+      }
+      cv_.notify_all();
+    }
     return;
   }
   cv_.notify_all();
@@ -170,8 +186,10 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
 }
 
 bool Bootstrap::Impl::readFrames(Incoming& in) {
-  const uint32_t allowed = in.purpose == Purpose::kRing ? frameBit(FrameType::kRing)
-                                                        : frameBit(FrameType::kMessage);
+  // An error frame is a peer's last word: why it gives up (breakRing).
+  const uint32_t allowed = (in.purpose == Purpose::kRing ? frameBit(FrameType::kRing)
+                                                         : frameBit(FrameType::kMessage)) |
+                           frameBit(FrameType::kError);
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -184,6 +202,8 @@ bool Bootstrap::Impl::readFrames(Incoming& in) {
       const std::string& why = got.status().message();
       if (why == kConnectionClosed) {
         closeIncoming(in, "closed the connection");
+      } else if (why == kConnectionClosedMidFrame) {
+        closeIncoming(in, "closed the connection in the middle of a frame (it exited or failed)");
       } else {
         BRAID_LOG(processLogger(), kWarn, kBoot, "rank %d: dropped rank %d: %s", rank_, in.peer,
                   why.c_str());
@@ -192,6 +212,11 @@ bool Bootstrap::Impl::readFrames(Incoming& in) {
       return false;
     }
     if (!got.value()) return true;
+    if (header.type == FrameType::kError) {
+      const Status why = decodeErrorPayload(payload, "");
+      closeIncoming(in, "gave up: " + why.message(), why);
+      return false;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       in.channel->queuedBytes += payload.size();
@@ -201,11 +226,13 @@ bool Bootstrap::Impl::readFrames(Incoming& in) {
   }
 }
 
-void Bootstrap::Impl::closeIncoming(Incoming& in, const std::string& reason) {
+void Bootstrap::Impl::closeIncoming(Incoming& in, const std::string& reason,
+                                    std::optional<Status> upstream) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     in.channel->closed = true;
     in.channel->reason = "rank " + std::to_string(in.peer) + " " + reason;
+    if (upstream) in.channel->upstream = upstream;
     if (in.channel == &ringIn_) ringInFd_ = -1;
   }
   cv_.notify_all();

@@ -10,6 +10,9 @@
 #include <numeric>
 #include <thread>
 
+#include "core/bootstrap_wire.h"
+#include "core/little_endian.h"
+
 namespace braid {
 namespace {
 
@@ -212,6 +215,83 @@ TEST(Bootstrap, SplitIntoColorsWithKeyOrder) {
     EXPECT_EQ(all.bootstrap->rank(), r);
     return checkedAllGather(r, *all.bootstrap, 6);
   }));
+}
+
+// ---- What peers send, decoded -------------------------------------------------------------
+
+SocketAddress address(const char* text) { return SocketAddress::parse(text).value(); }
+
+TEST(BootstrapWire, JoinRoundTripsAndEveryClaimIsChecked) {
+  const JoinRequest join{2, 5, address("10.0.0.7:4242")};
+  const std::vector<uint8_t> payload = encodeJoin(join);
+  ASSERT_EQ(payload.size(), kJoinPayloadBytes);
+  Result<JoinRequest> back = decodeJoin(payload);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rank, 2);
+  EXPECT_EQ(back->nranks, 5);
+  EXPECT_TRUE(back->listener == join.listener);
+
+  std::vector<uint8_t> shortOne(payload.begin(), payload.end() - 1);
+  EXPECT_EQ(decodeJoin(shortOne).status().code(), braidRemoteError);
+  auto withWord = [&](size_t at, uint32_t value) {
+    std::vector<uint8_t> p = payload;
+    putLe32(p.data() + at, value);
+    return decodeJoin(p).status();
+  };
+  EXPECT_NE(withWord(4, 0).message().find("claims nranks=0"), std::string::npos);
+  EXPECT_NE(withWord(4, uint32_t(kMaxRanks) + 1).message().find("outside 1.."), std::string::npos);
+  EXPECT_NE(withWord(0, 5).message().find("rank 5 is outside 0..4"), std::string::npos);
+  EXPECT_NE(withWord(0, 0xffffffffu).message().find("rank -1 is outside"), std::string::npos);
+  EXPECT_EQ(withWord(0, 5).code(), braidInvalidUsage);
+  std::vector<uint8_t> noPort = encodeJoin({0, 1, address("10.0.0.7:0")});
+  EXPECT_NE(decodeJoin(noPort).status().message().find("bad listener address"),
+            std::string::npos);
+  std::vector<uint8_t> family = payload;
+  family[8] = 9;  // neither IPv4 nor IPv6
+  EXPECT_EQ(decodeJoin(family).status().code(), braidInvalidUsage);
+}
+
+TEST(BootstrapWire, IdentifyAndAddressTables) {
+  const std::vector<uint8_t> identify = encodeIdentify({2, 7, 8});
+  Result<Identify> back = decodeIdentify(identify);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->purpose, 2u);
+  EXPECT_EQ(back->rank, 7);
+  EXPECT_EQ(back->nranks, 8);
+  EXPECT_FALSE(decodeIdentify(std::vector<uint8_t>(11)).ok());
+  EXPECT_FALSE(decodeIdentify(std::vector<uint8_t>(13)).ok());
+
+  const std::vector<SocketAddress> addresses = {address("127.0.0.1:1"), address("[::1]:2"),
+                                                address("10.1.2.3:65535")};
+  const std::vector<uint8_t> table = encodeAddressTable(addresses);
+  Result<std::vector<SocketAddress>> decoded = decodeAddressTable(table, 3);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  for (size_t r = 0; r < addresses.size(); ++r) EXPECT_TRUE(decoded.value()[r] == addresses[r]);
+  // The size must match nranks exactly, and every entry must be an address with a port.
+  EXPECT_FALSE(decodeAddressTable(table, 2).ok());
+  EXPECT_FALSE(decodeAddressTable(table, 4).ok());
+  EXPECT_FALSE(decodeAddressTable({}, 0).ok());
+  std::vector<uint8_t> zeroPort = encodeAddressTable({address("127.0.0.1:0")});
+  EXPECT_NE(decodeAddressTable(zeroPort, 1).status().message().find("rank 0"), std::string::npos);
+  std::vector<uint8_t> padded = table;
+  padded[12] = 1;  // nothing may hide in the unused bytes of an IPv4 entry
+  EXPECT_FALSE(decodeAddressTable(padded, 3).ok());
+}
+
+TEST(BootstrapWire, ErrorPayloadsAreClampedAndPrintable) {
+  const Status s = decodeErrorPayload(encodeErrorPayload(invalidUsage("rank 3 called x")), "peer");
+  EXPECT_EQ(s.code(), braidInvalidUsage);
+  EXPECT_EQ(s.message(), "peer: rank 3 called x");
+  EXPECT_EQ(decodeErrorPayload(encodeErrorPayload(timeoutError("t")), "").message(), "t");
+  std::vector<uint8_t> odd = {0, 0, 0, 0, 'a', 0x07, '\n', 0xff};
+  const Status cleaned = decodeErrorPayload(odd, "");
+  EXPECT_EQ(cleaned.code(), braidRemoteError);  // "success" is no error code
+  EXPECT_EQ(cleaned.message(), "a???");
+  putLe32(odd.data(), 1000);
+  EXPECT_EQ(decodeErrorPayload(odd, "").code(), braidRemoteError);
+  EXPECT_EQ(decodeErrorPayload({1, 2}, "x").code(), braidRemoteError);
+  // Long messages are cut to the frame limit, never past it.
+  EXPECT_LE(encodeErrorPayload(remoteError(std::string(10000, 'z'))).size(), kMaxErrorBytes);
 }
 
 }  // namespace

@@ -62,6 +62,86 @@ Result<FrameHeader> decodeFrameHeader(const uint8_t* in, uint32_t allowedTypes,
   return header;
 }
 
+std::vector<uint8_t> encodeJoin(const JoinRequest& join) {
+  std::vector<uint8_t> payload(kJoinPayloadBytes);
+  putLe32(payload.data(), static_cast<uint32_t>(join.rank));
+  putLe32(payload.data() + 4, static_cast<uint32_t>(join.nranks));
+  join.listener.toWire(payload.data() + 8);
+  return payload;
+}
+
+Result<JoinRequest> decodeJoin(const std::vector<uint8_t>& payload) {
+  if (payload.size() != kJoinPayloadBytes) {
+    return remoteError("join of " + std::to_string(payload.size()) + " bytes, expected " +
+                       std::to_string(kJoinPayloadBytes));
+  }
+  JoinRequest join;
+  join.rank = static_cast<int>(getLe32(payload.data()));
+  join.nranks = static_cast<int>(getLe32(payload.data() + 4));
+  const std::string who = "rank " + std::to_string(join.rank);
+  if (join.nranks < 1 || join.nranks > kMaxRanks) {
+    return invalidUsage(who + " claims nranks=" + std::to_string(join.nranks) + ", outside 1.." +
+                        std::to_string(kMaxRanks));
+  }
+  if (join.rank < 0 || join.rank >= join.nranks) {
+    return invalidUsage(who + " is outside 0.." + std::to_string(join.nranks - 1));
+  }
+  Result<SocketAddress> listener = SocketAddress::fromWire(payload.data() + 8);
+  if (!listener.ok() || listener->port() == 0) {
+    return invalidUsage(who + " sent a bad listener address");
+  }
+  join.listener = listener.value();
+  return join;
+}
+
+std::vector<uint8_t> encodeIdentify(const Identify& identify) {
+  std::vector<uint8_t> payload(kIdentifyBytes);
+  putLe32(payload.data(), identify.purpose);
+  putLe32(payload.data() + 4, static_cast<uint32_t>(identify.rank));
+  putLe32(payload.data() + 8, static_cast<uint32_t>(identify.nranks));
+  return payload;
+}
+
+Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload) {
+  if (payload.size() != kIdentifyBytes) {
+    return remoteError("identify of " + std::to_string(payload.size()) + " bytes, expected " +
+                       std::to_string(kIdentifyBytes));
+  }
+  Identify identify;
+  identify.purpose = getLe32(payload.data());
+  identify.rank = static_cast<int>(getLe32(payload.data() + 4));
+  identify.nranks = static_cast<int>(getLe32(payload.data() + 8));
+  return identify;
+}
+
+std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses) {
+  std::vector<uint8_t> table(addresses.size() * SocketAddress::kWireBytes);
+  for (size_t r = 0; r < addresses.size(); ++r) {
+    addresses[r].toWire(table.data() + r * SocketAddress::kWireBytes);
+  }
+  return table;
+}
+
+Result<std::vector<SocketAddress>> decodeAddressTable(const std::vector<uint8_t>& table,
+                                                      int nranks) {
+  if (nranks < 1 || nranks > kMaxRanks ||
+      table.size() != static_cast<size_t>(nranks) * SocketAddress::kWireBytes) {
+    return remoteError("address table of " + std::to_string(table.size()) + " bytes for " +
+                       std::to_string(nranks) + " ranks");
+  }
+  std::vector<SocketAddress> addresses;
+  addresses.reserve(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    Result<SocketAddress> a =
+        SocketAddress::fromWire(table.data() + static_cast<size_t>(r) * SocketAddress::kWireBytes);
+    if (!a.ok() || a->port() == 0) {
+      return remoteError("address table: a bad address for rank " + std::to_string(r));
+    }
+    addresses.push_back(a.value());
+  }
+  return addresses;
+}
+
 std::vector<uint8_t> encodeErrorPayload(const Status& status) {
   const std::string& text = status.message();
   const size_t textBytes = std::min<size_t>(text.size(), kMaxErrorBytes - 4);
@@ -79,7 +159,7 @@ Status decodeErrorPayload(const std::vector<uint8_t>& payload, const std::string
   for (char& c : text) {
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
   }
-  return Status(static_cast<braidResult_t>(code), from + ": " + text);
+  return Status(static_cast<braidResult_t>(code), from.empty() ? text : from + ": " + text);
 }
 
 Status writeFrame(Socket& socket, FrameType type, uint16_t flags, uint32_t tag, const void* payload,
@@ -108,6 +188,19 @@ Result<FrameHeader> readFrame(Socket& socket, uint32_t allowedTypes, uint32_t ma
   return header;
 }
 
+std::optional<Status> readPartingWords(Socket& socket, double seconds) {
+  const Deadline deadline = Deadline::after(seconds);
+  uint8_t raw[kFrameHeaderBytes];
+  if (!socket.readAll(raw, sizeof(raw), deadline, "parting words").ok()) return std::nullopt;
+  Result<FrameHeader> header = decodeFrameHeader(raw, frameBit(FrameType::kError), kMaxErrorBytes);
+  if (!header.ok()) return std::nullopt;
+  std::vector<uint8_t> payload(header->length);
+  if (!socket.readAll(payload.data(), payload.size(), deadline, "parting words").ok()) {
+    return std::nullopt;
+  }
+  return decodeErrorPayload(payload, "");
+}
+
 // ---- PolledConn ----------------------------------------------------------------------------
 
 Socket::Io PolledConn::fill(size_t want) {
@@ -131,7 +224,7 @@ Result<bool> PolledConn::readFrame(uint32_t allowedTypes, uint32_t maxLength, Fr
     case Socket::Io::kWouldBlock: return false;
     case Socket::Io::kClosed:
       if (!haveHeader_ && in_.empty()) return remoteError(kConnectionClosed);
-      return remoteError("connection closed in the middle of a frame");
+      return remoteError(kConnectionClosedMidFrame);
     case Socket::Io::kError: return errnoError("read", errno);
   }
   if (!haveHeader_) {
@@ -195,7 +288,11 @@ Admission::State Admission::progress() {
     if (!handshake_.done()) {
       const Socket::Io io = conn_.fill(handshake_.bytesWanted());
       if (io == Socket::Io::kWouldBlock) break;
-      if (io == Socket::Io::kClosed) return reject("closed during the handshake");
+      if (io == Socket::Io::kClosed) {
+        // Nothing sent at all: a liveness probe (Bootstrap's ring wait) or a port scan.
+        silent_ = handshake_.bytesWanted() == kClientHelloBytes && conn_.input().empty();
+        return reject(silent_ ? "closed without sending anything" : "closed during the handshake");
+      }
       if (io == Socket::Io::kError) return reject(std::string("read: ") + std::strerror(errno));
       Result<std::vector<uint8_t>> reply = handshake_.consume(conn_.input().data());
       conn_.input().clear();

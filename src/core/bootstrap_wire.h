@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ constexpr uint32_t kMaxErrorBytes = 4096;
 constexpr int kMaxRanks = 1 << 20;
 /// The message of PolledConn::readFrame when the peer closed between frames.
 constexpr const char* kConnectionClosed = "connection closed";
+/// ... and when it closed part way through one (a process that died while writing).
+constexpr const char* kConnectionClosedMidFrame = "connection closed in the middle of a frame";
 /// Default for how long an unauthenticated connection may take to prove itself.
 constexpr double kDefaultHandshakeSeconds = 5;
 
@@ -53,9 +56,38 @@ void encodeFrameHeader(const FrameHeader& header, uint8_t* out);
 Result<FrameHeader> decodeFrameHeader(const uint8_t* in, uint32_t allowedTypes,
                                       uint32_t maxLength);
 
+/// The payload of a join frame (rank -> root): who the rank is and where its listener is.
+struct JoinRequest {
+  int rank = 0;
+  int nranks = 0;
+  SocketAddress listener;
+};
+constexpr size_t kJoinPayloadBytes = 8 + SocketAddress::kWireBytes;
+std::vector<uint8_t> encodeJoin(const JoinRequest& join);
+/// Checks everything a joiner claims: the size (remoteError), nranks within 1..kMaxRanks, rank
+/// within 0..nranks-1 and a listener address with a port (invalidUsage naming the problem).
+Result<JoinRequest> decodeJoin(const std::vector<uint8_t>& payload);
+
+/// The payload of an identify frame (connecting rank -> listener): purpose, rank, nranks. The
+/// listener checks the values against its own group; decodeIdentify checks only the size.
+struct Identify {
+  uint32_t purpose = 0;
+  int rank = 0;
+  int nranks = 0;
+};
+constexpr size_t kIdentifyBytes = 12;
+std::vector<uint8_t> encodeIdentify(const Identify& identify);
+Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload);
+
+/// The table the root sends every rank: nranks listener addresses, in rank order.
+std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses);
+/// remoteError unless `table` holds exactly nranks well-formed addresses with ports.
+Result<std::vector<SocketAddress>> decodeAddressTable(const std::vector<uint8_t>& table,
+                                                      int nranks);
+
 /// Error frames carry a status code and its message.
 std::vector<uint8_t> encodeErrorPayload(const Status& status);
-/// The status an error frame describes, its message prefixed with `from`.
+/// The status an error frame describes, its message prefixed with `from` (unless empty).
 Status decodeErrorPayload(const std::vector<uint8_t>& payload, const std::string& from);
 
 /// Blocking frame I/O for the caller's thread.
@@ -65,6 +97,11 @@ Status writeFrame(Socket& socket, FrameType type, uint16_t flags, uint32_t tag, 
 Result<FrameHeader> readFrame(Socket& socket, uint32_t allowedTypes, uint32_t maxLength,
                               std::vector<uint8_t>* payload, const Deadline& deadline,
                               const std::string& what);
+
+/// After a connection turned readable where the peer was not expected to speak: the status its
+/// parting error frame carries, if one arrives within `seconds` (nullopt for a plain close,
+/// garbage or silence).
+std::optional<Status> readPartingWords(Socket& socket, double seconds);
 
 /// A non-blocking connection in a poll loop: input read up to a wanted size, output queued and
 /// flushed as the socket takes it.
@@ -117,6 +154,8 @@ class Admission {
   State state() const { return state_; }
   /// Why the connection was rejected.
   const std::string& reason() const { return reason_; }
+  /// Rejected because the peer closed before sending a byte: a probe, not worth a warning.
+  bool silent() const { return silent_; }
   const FrameHeader& header() const { return header_; }
   const std::vector<uint8_t>& payload() const { return payload_; }
   const Deadline& deadline() const { return deadline_; }
@@ -133,6 +172,7 @@ class Admission {
   Deadline deadline_;
   State state_ = State::kPending;
   std::string reason_;
+  bool silent_ = false;
   FrameHeader header_;
   std::vector<uint8_t> payload_;
 };

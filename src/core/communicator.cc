@@ -3,15 +3,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "core/device_dispatch.h"
 #include "core/dtype.h"
 #include "topology/host_id.h"
 #include "topology/locality.h"
 #include "topology/ordering.h"
 #include "topology/process_topology.h"
+#include "transport/transport_filter.h"
+#include "tuner/calibration.h"
+#include "tuner/tuner_setup.h"
 
 namespace braid {
 namespace {
@@ -47,7 +52,8 @@ bool isInPlace(const CallArgs& a, int rank, size_t elemSize) {
 Communicator::Communicator(Config config, std::unique_ptr<Logger> logger)
     : config_(std::move(config)), logger_(std::move(logger)) {}
 
-Communicator::~Communicator() = default;
+// Device work (if any) still reads this communicator's state: wait for it first.
+Communicator::~Communicator() { releaseDevice(this); }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& id, int nranks,
                                                            int rank, Config config) {
@@ -113,27 +119,23 @@ Status Communicator::setUp() {
   ctx.maxChannels = maxChannels_;
   ctx.peers = &peers_;
   ASSIGN_OR_RETURN(shm_, ShmTransport::create(ctx));
-
-  std::vector<Transport*> transports(nranks_, nullptr);
-  int viaShm = 0;
-  for (int peer = 0; peer < nranks_; ++peer) {
-    if (peer == rank_) continue;
-    if (shm_->canConnect(peer)) {
-      transports[peer] = shm_.get();
-      ++viaShm;
-    } else {
-      BRAID_LOG(*logger_, kWarn, kInit,
-                "no transport reaches rank %d on host %s: collectives involving it will fail",
-                peer, peers_[peer].hostName);
-    }
-  }
-  connectors_ = ConnectorTable(rank_, maxChannels_, std::move(transports));
-  ASSIGN_OR_RETURN(tuner_, Tuner::create(config_, nranks_, maxChannels_, config_.slotBytes));
+  ASSIGN_OR_RETURN(const std::string links, setUpNetwork(ctx));
+  TunerContext tunerContext;
+  tunerContext.config = &config_;
+  tunerContext.logger = logger_.get();
+  tunerContext.bootstrap = bootstrap_.get();
+  tunerContext.topology = topology.get();
+  tunerContext.placements = std::move(placements);
+  tunerContext.ring = ring_;
+  tunerContext.rank = rank_;
+  tunerContext.maxChannels = maxChannels_;
+  tunerContext.calibrationDir = defaultCalibrationDir();
+  ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext));
   sendSeq_.assign(nranks_, 0);
   recvSeq_.assign(nranks_, 0);
   BRAID_LOG(*logger_, kInfo, kInit,
-            "rank %d/%d pid %d on %s: shm to %d peers, %d channels, %d slots of %u bytes", rank_,
-            nranks_, self.pid, self.hostName, viaShm, maxChannels_, config_.nslots,
+            "rank %d/%d pid %d on %s: %s, %d channels, %d slots of %u bytes", rank_, nranks_,
+            self.pid, self.hostName, links.c_str(), maxChannels_, config_.nslots,
             config_.slotBytes);
   if (rank_ == 0) {
     std::string order = "identity";
@@ -144,7 +146,81 @@ Status Communicator::setUp() {
     BRAID_LOG(*logger_, kInfo, kTune, "ring order: %s; choices: %s", order.c_str(),
               tuner_.describe().c_str());
   }
+  attachDeviceBootstrap(this, bootstrap_.get());  // for a later device set-up
   return okStatus();
+}
+
+Result<std::string> Communicator::setUpNetwork(TransportContext ctx) {
+  ASSIGN_OR_RETURN(const TransportFilter filter, TransportFilter::parse(config_.transport));
+  ctx.rankWaker = waker();
+  ctx.abort = &aborted_;
+  const uint64_t myHost = peers_[rank_].hostHash;
+  std::vector<uint64_t> hosts;
+  hostIndex_.assign(nranks_, 0);
+  for (int r = 0; r < nranks_; ++r) {
+    auto it = std::find(hosts.begin(), hosts.end(), peers_[r].hostHash);
+    hostIndex_[r] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(peers_[r].hostHash);
+  }
+  // Every transport factory runs on every rank (each is collective), whatever it links.
+  const bool shmAllowed = filter.allows(TransportKind::kShm);
+  auto viaShm = [&](int p) { return shmAllowed && shm_->canConnect(p); };
+  auto remote = [&](int p) { return peers_[p].hostHash != myHost; };
+  std::vector<bool> wantIb(nranks_, false);
+  std::vector<bool> wantSocket(nranks_, false);
+  bool anyRemote = false;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    anyRemote |= remote(p);
+    wantIb[p] = filter.allows(TransportKind::kIb) && (remote(p) || !shmAllowed);
+  }
+  ASSIGN_OR_RETURN(ib_, IbTransport::create(ctx, wantIb));
+  const bool ibMissing = filter.allows(TransportKind::kIb) && !ib_->unavailableReason().empty();
+  if (ibMissing && anyRemote) {
+    BRAID_LOG(*logger_, kInfo, kNet, "RDMA transport unavailable (%s): TCP sockets instead",
+              ib_->unavailableReason().c_str());
+  }
+  for (int p = 0; p < nranks_; ++p) {
+    wantSocket[p] = p != rank_ && filter.allows(TransportKind::kSocket) && !ib_->canConnect(p) &&
+                    !viaShm(p);
+  }
+  ASSIGN_OR_RETURN(socket_, SocketTransport::create(ctx, wantSocket));
+
+  std::vector<Transport*> transports(nranks_, nullptr);
+  int viaShmCount = 0, viaSocket = 0, viaIb = 0;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    std::string why;
+    if (ib_->canConnect(p)) {
+      transports[p] = ib_.get();
+      ++viaIb;
+      why = remote(p) ? "another host, " + ib_->deviceDescription()
+                      : "BRAID_TRANSPORT excludes shm";
+    } else if (socket_->canConnect(p)) {
+      transports[p] = socket_.get();
+      ++viaSocket;
+      if (!wantSocket[p]) why = "rank " + std::to_string(p) + " asked for TCP";
+      else if (remote(p)) why = ibMissing ? "another host, no RDMA" : "another host";
+      else if (!shmAllowed) why = "BRAID_TRANSPORT excludes shm";
+      else why = "shared memory unreachable";
+    } else if (viaShm(p)) {
+      transports[p] = shm_.get();
+      ++viaShmCount;
+      why = "same host";
+    } else {
+      BRAID_LOG(*logger_, kWarn, kInit,
+                "no transport reaches rank %d on host %s (BRAID_TRANSPORT=%s): collectives "
+                "involving it will fail",
+                p, peers_[p].hostName, filter.describe().c_str());
+      continue;
+    }
+    BRAID_LOG(*logger_, kInfo, kInit, "rank %d -> rank %d on %s: %s (%s)", rank_, p,
+              peers_[p].hostName, transports[p]->name().data(), why.c_str());
+  }
+  connectors_ = ConnectorTable(rank_, maxChannels_, std::move(transports));
+  return "shm to " + std::to_string(viaShmCount) + ", socket to " + std::to_string(viaSocket) +
+         ", ib to " + std::to_string(viaIb) + " peers over " + std::to_string(hosts.size()) +
+         " hosts";
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
@@ -194,6 +270,7 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   request.chunkBytes = choice.chunkBytes;
   request.nchannels = choice.nchannels;
   request.ring = ring_;
+  if (choice.algo == Algorithm::kHier) request.hosts = hostIndex_;
   if (args.coll == Collective::kSend || args.coll == Collective::kRecv) {
     request.peer = args.root;
   } else {
@@ -259,10 +336,19 @@ Status Communicator::health() {
       return *failure;
     }
   }
+  std::optional<Status> netFailure = socket_ ? socket_->failure() : std::nullopt;
+  if (!netFailure && ib_) netFailure = ib_->failure();
+  if (netFailure) {
+    fail(*netFailure);
+    return *netFailure;
+  }
   return okStatus();
 }
 
-bool Communicator::peerAlive(int peer) { return shm_ == nullptr || shm_->peerAlive(peer); }
+bool Communicator::peerAlive(int peer) {
+  return (shm_ == nullptr || shm_->peerAlive(peer)) &&
+         (socket_ == nullptr || socket_->peerAlive(peer)) && (ib_ == nullptr || ib_->peerAlive(peer));
+}
 
 std::string Communicator::describePeer(int peer) const {
   if (peer < 0 || peer >= nranks_) return "rank " + std::to_string(peer);
@@ -278,6 +364,9 @@ std::string Communicator::who() const {
 
 void Communicator::abort() {
   aborted_.store(true, std::memory_order_release);
+  // Peers waiting on this rank, now or in their next call, learn why instead of timing out.
+  fail(remoteError(who() + " aborted the communicator (braidCommAbort)"));
+  abortDevice(this);
   Waker* w = waker();
   w->sleeping.store(1);
   wakeIfSleeping(w);
@@ -294,6 +383,8 @@ void Communicator::fail(const Status& status) {
   const braidResult_t peerCode =
       status.code() == braidInvalidUsage && !aborted() ? braidInvalidUsage : braidRemoteError;
   if (shm_) shm_->notifyFailure(rank_, peerCode, status.message());
+  if (socket_) socket_->notifyFailure(rank_, peerCode, status.message());
+  if (ib_) ib_->notifyFailure(rank_, peerCode, status.message());
 }
 
 Status Communicator::asyncError() const {

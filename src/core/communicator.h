@@ -19,7 +19,9 @@
 #include "core/executor.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "transport/ib/ib_transport.h"
 #include "transport/shm/shm_transport.h"
+#include "transport/socket/socket_transport.h"
 #include "tuner/tuner.h"
 
 namespace braid {
@@ -118,6 +120,15 @@ class Communicator final : public ProgressClient {
   std::atomic<bool> aborted_{false};
   mutable std::mutex errorMutex_;
   Status asyncError_;
+
+  // Network transports, declared last so that they are destroyed first: their proxy threads
+  // use the Waker (in shm_) and the abort flag until they stop.
+  /// Picks a transport per peer (shm, ib or socket) and builds the connector table; returns a
+  /// summary for the init log line.
+  Result<std::string> setUpNetwork(TransportContext ctx);
+  std::unique_ptr<IbTransport> ib_;
+  std::unique_ptr<SocketTransport> socket_;
+  std::vector<int> hostIndex_;  ///< dense host number per rank (hierarchical plans)
 };
 
 }  // namespace braid

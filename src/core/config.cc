@@ -111,6 +111,18 @@ const std::vector<ConfigVar>& table() {
        stringField(&Config::socketIfname)},
       {{"BRAID_IB_HCA", "", "RDMA devices to use: prefixes, ^ excludes, = exact"},
        stringField(&Config::ibHca)},
+      {{"BRAID_SOCKET_NSTREAMS", "2", "TCP streams per peer for the socket transport, 1-16"},
+       intField(&Config::socketNstreams, 1, 16)},
+      {{"BRAID_IB_GID_INDEX", "auto", "RoCE GID index (auto: a RoCE v2 IPv4 GID of the port)"},
+       intField(&Config::ibGidIndex, 0, 255)},
+      {{"BRAID_RANK", "", "braidCommInitFromEnv: this process's rank (with BRAID_WORLD_SIZE)"},
+       intField(&Config::launchRank, 0, (1 << 24) - 1)},
+      {{"BRAID_WORLD_SIZE", "", "braidCommInitFromEnv: the number of ranks"},
+       intField(&Config::launchWorldSize, 1, 1 << 24)},
+      {{"BRAID_ADDR", "", "braidCommInitFromEnv: host:port where rank 0 serves the rendezvous"},
+       stringField(&Config::launchAddr)},
+      {{"BRAID_SECRET", "", "braidCommInitFromEnv: shared secret (default: derived from job id)"},
+       stringField(&Config::launchSecret)},
   };
   return kTable;
 }

@@ -38,6 +38,14 @@ struct Config {
   std::string socketIfname;
   std::string ibHca;
 
+  // Network transports and launchers (core/launcher.cc reads the launch fields).
+  int socketNstreams = 2;    ///< TCP streams per peer the socket transport spreads slots over
+  int ibGidIndex = -1;       ///< RoCE GID index; -1: the first RoCE v2 IPv4-mapped GID of the port
+  int launchRank = -1;       ///< BRAID_RANK; -1: unset
+  int launchWorldSize = 0;   ///< BRAID_WORLD_SIZE; 0: unset
+  std::string launchAddr;    ///< BRAID_ADDR: host:port where rank 0 serves the rendezvous
+  std::string launchSecret;  ///< BRAID_SECRET: the job's shared secret for braidCommInitFromEnv
+
   /// Reads the environment, with `overrides` ("NAME=value" strings) taking precedence.
   static Result<Config> load(const std::vector<std::string>& overrides = {});
 };

@@ -9,11 +9,28 @@ namespace {
 
 constexpr int kMaxOperands = kMaxStepPeers + 2;
 
-// Writes `count` elements of the combined value into the first output and copies it to the rest.
-void spread(char* const* outputs, int noutputs, size_t bytes) {
-  if (noutputs >= 3) kernels::copy2(outputs[1], outputs[2], outputs[0], bytes);
-  else if (noutputs == 2) kernels::copy(outputs[1], outputs[0], bytes);
-  for (int i = 3; i < noutputs; ++i) kernels::copy(outputs[i], outputs[0], bytes);
+// Copies `value` to each of `dsts`, two at a time (one pass over the value per pair).
+void copyToAll(char* const* dsts, int n, const char* value, size_t bytes) {
+  int i = 0;
+  for (; i + 1 < n; i += 2) kernels::copy2(dsts[i], dsts[i + 1], value, bytes);
+  if (i < n) kernels::copy(dsts[i], value, bytes);
+}
+
+// Copies the combined value from outputs[from] to the other outputs; with streamFirst, outputs[0]
+// (the step's dst) is written around the cache.
+void spread(char* const* outputs, int noutputs, int from, bool streamFirst, size_t bytes) {
+  const char* value = outputs[from];
+  char* rest[kMaxStepPeers + 1];
+  int nrest = 0;
+  for (int i = 0; i < noutputs; ++i) {
+    if (i != from && !(streamFirst && i == 0)) rest[nrest++] = outputs[i];
+  }
+  if (streamFirst && from != 0) {
+    if (nrest == 0) return kernels::copyStreaming(outputs[0], value, bytes);
+    kernels::copy2StreamFirst(outputs[0], rest[0], value, bytes);
+    return copyToAll(rest + 1, nrest - 1, value, bytes);
+  }
+  copyToAll(rest, nrest, value, bytes);
 }
 
 }  // namespace
@@ -44,7 +61,11 @@ PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& 
       reducer_(reducer),
       call_(call),
       connectors_(connectors),
-      lanes_(plan.lanes.size()) {
+      lanes_(plan.lanes.size()),
+      // Every rank of the plan shares this cache when they share the host (an overestimate
+      // across hosts, where outputs that large stream anyway).
+      streamOutput_(kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
+                                           static_cast<uint64_t>(plan.nranks))) {
   for (const Lane& lane : plan.lanes) lanesLeft_ += lane.steps.empty() ? 0 : 1;
 }
 
@@ -84,7 +105,8 @@ Status PlanRun::checkSlot(const SlotHeader& header, int peer, uint32_t expectedB
   return okStatus();
 }
 
-Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel) {
+Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
+                                                  LaneState& state) {
   const StepShape shape = stepShape(step.op);
   if (step.bytes == 0) return StepResult::kDone;
 
@@ -93,7 +115,10 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel)
     for (int i = 0; i < step.nrecv; ++i) {
       ASSIGN_OR_RETURN(recvs[i], connectors_->recv(step.recvPeers[i], channel));
       const SlotHeader* header = recvs[i]->tryPeek();
-      if (header == nullptr) return StepResult::kBlocked;
+      if (header == nullptr) {
+        state.blockedOn = recvs[i]->peerWaker();
+        return StepResult::kBlocked;
+      }
       RETURN_IF_ERROR(checkSlot(*header, step.recvPeers[i], step.bytes));
     }
   }
@@ -104,8 +129,11 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel)
   if (shape.sends) {
     for (int i = 0; i < step.nsend; ++i) {
       ASSIGN_OR_RETURN(sends[i], connectors_->send(step.sendPeers[i], channel));
-      char* slot = sends[i]->trySlot();
-      if (slot == nullptr) return StepResult::kBlocked;
+      char* slot = sends[i]->trySlot(step.bytes);
+      if (slot == nullptr) {
+        state.blockedOn = sends[i]->peerWaker();
+        return StepResult::kBlocked;
+      }
       outputs[noutputs++] = slot;
     }
   }
@@ -118,19 +146,31 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel)
 
   const size_t count = step.bytes / plan_.elemSize;
   const bool finalize = (step.flags & kStepFinalize) != 0;
+  // A large output is written with non-temporal stores: its lines would be read from memory
+  // only to be overwritten, and evicted before anyone reads them. Slots stay cached for the peer.
+  const bool streamDst = streamOutput_ && shape.writesDst && step.dst.buffer == BufferId::kOutput;
   if (shape.reduces) {
+    // Streaming, the value is combined in a slot (cached) and streamed to dst from there.
+    const int into = streamDst && noutputs >= 2 ? 1 : 0;
     for (int k = 1; k < noperands; ++k) {
-      const char* acc = k == 1 ? operands[0] : outputs[0];
+      const char* acc = k == 1 ? operands[0] : outputs[into];
       if (finalize && k == noperands - 1) {
-        reducer_.reduceFinal(outputs[0], acc, operands[k], count);
+        reducer_.reduceFinal(outputs[into], acc, operands[k], count);
       } else {
-        reducer_.reduce(outputs[0], acc, operands[k], count);
+        reducer_.reduce(outputs[into], acc, operands[k], count);
       }
     }
-    spread(outputs, noutputs, step.bytes);
+    spread(outputs, noutputs, into, streamDst, step.bytes);
   } else if (finalize) {
     reducer_.finalize(outputs[0], operands[0], count);
-    spread(outputs, noutputs, step.bytes);
+    spread(outputs, noutputs, 0, false, step.bytes);
+  } else if (streamDst) {
+    if (noutputs >= 2) {
+      kernels::copy2StreamFirst(outputs[0], outputs[1], operands[0], step.bytes);
+    } else {
+      kernels::copyStreaming(outputs[0], operands[0], step.bytes);
+    }
+    for (int i = 2; i < noutputs; ++i) kernels::copy(outputs[i], operands[0], step.bytes);
   } else if (noutputs == 2) {
     kernels::copy2(outputs[0], outputs[1], operands[0], step.bytes);
   } else {
@@ -151,10 +191,12 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
       state.sendDone = true;
     } else {
       ASSIGN_OR_RETURN(SendConnector * send, connectors_->send(step.sendPeers[0], channel));
-      if (char* slot = send->trySlot()) {
+      if (char* slot = send->trySlot(step.sendBytes)) {
         kernels::copy(slot, in(step.src), step.sendBytes);
         send->post(step.sendBytes, call_);
         state.sendDone = moved = true;
+      } else {
+        state.blockedOn = send->peerWaker();
       }
     }
   }
@@ -174,11 +216,15 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
           }
         } else if (step.flags & kStepFinalize) {
           reducer_.finalize(out(step.dst), recv->slotData(), count);
+        } else if (streamOutput_ && step.dst.buffer == BufferId::kOutput) {
+          kernels::copyStreaming(out(step.dst), recv->slotData(), step.bytes);
         } else {
           kernels::copy(out(step.dst), recv->slotData(), step.bytes);
         }
         recv->release();
         state.recvDone = moved = true;
+      } else {
+        state.blockedOn = recv->peerWaker();
       }
     }
   }
@@ -197,7 +243,7 @@ Result<bool> PlanRun::progress() {
       if (stepShape(step.op).independent) {
         ASSIGN_OR_RETURN(result, tryIndependent(step, lane.channel, state));
       } else {
-        ASSIGN_OR_RETURN(result, tryDependent(step, lane.channel));
+        ASSIGN_OR_RETURN(result, tryDependent(step, lane.channel, state));
       }
       if (result != StepResult::kBlocked) moved = true;
       if (result != StepResult::kDone) break;
@@ -206,6 +252,15 @@ Result<bool> PlanRun::progress() {
     }
   }
   return moved;
+}
+
+bool PlanRun::blockedOnCpu(int cpu) const {
+  for (size_t l = 0; l < plan_.lanes.size(); ++l) {
+    const LaneState& state = lanes_[l];
+    if (state.next >= plan_.lanes[l].steps.size() || state.blockedOn == nullptr) continue;
+    if (state.blockedOn->cpu.load(std::memory_order_relaxed) == cpu) return true;
+  }
+  return false;
 }
 
 void PlanRun::waitingOn(std::vector<int>& peers) const {

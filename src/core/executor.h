@@ -39,6 +39,8 @@ class PlanRun {
   std::string position() const;
   /// Appends the peers that the current step of each unfinished lane exchanges with.
   void waitingOn(std::vector<int>& peers) const;
+  /// Whether a lane last found itself blocked on a peer whose Waker says it waits on `cpu`.
+  bool blockedOnCpu(int cpu) const;
 
  private:
   enum class StepResult { kBlocked, kPartial, kDone };
@@ -46,9 +48,10 @@ class PlanRun {
     size_t next = 0;
     bool sendDone = false;  // halves of an independent step already finished
     bool recvDone = false;
+    const Waker* blockedOn = nullptr;  // the peer the current step last waited for
   };
 
-  Result<StepResult> tryDependent(const Step& step, int channel);
+  Result<StepResult> tryDependent(const Step& step, int channel, LaneState& state);
   Result<StepResult> tryIndependent(const Step& step, int channel, LaneState& state);
   Status checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const;
   const char* in(BufferRef ref) const;
@@ -60,6 +63,7 @@ class PlanRun {
   CallDescriptor call_;
   ConnectorTable* connectors_;
   std::vector<LaneState> lanes_;
+  bool streamOutput_ = false;  ///< write Output with non-temporal stores (larger than the cache)
   size_t lanesLeft_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "core/device_dispatch.h"
 #include "core/dtype.h"
 
 namespace braid {
@@ -84,9 +85,10 @@ Status groupEnd() {
   std::vector<std::function<Status()>> inits = std::move(tGroup.inits);
   std::vector<std::pair<Communicator*, CallArgs>> calls = std::move(tGroup.calls);
   tGroup = GroupState{};
+  DeviceGroup device = DeviceGroup::take();  // the group's calls on device buffers
   if (!inits.empty()) RETURN_IF_ERROR(runInits(inits));
-  if (calls.empty()) return okStatus();
-  return runBatch(calls);
+  // Device calls are enqueued first, the host calls run, then NULL-stream device work is awaited.
+  return device.run([&] { return calls.empty() ? okStatus() : runBatch(calls); });
 }
 
 void deferInit(std::function<Status()> init) { tGroup.inits.push_back(std::move(init)); }

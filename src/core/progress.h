@@ -2,9 +2,11 @@
 // possibly over several communicators) on the calling thread until all are done.
 //
 // Waiting never burns a core for long: after nothing moved it spins briefly (a peer on another
-// core answers within a microsecond), then yields (a peer sharing this core gets to run), then
-// sleeps on its communicator's Waker, which peers ring when they post or free a slot. While idle it
-// checks each communicator's health (abort, failure notices, dead peers) and the timeout.
+// core answers within a microsecond; how long is learnt from recent waits), then yields (a peer
+// sharing this core gets to run), then sleeps on its communicator's Waker, which peers ring when
+// they post or free a slot. When the host's ranks outnumber its CPUs it skips the spin: the data
+// it waits for comes from a rank that needs a core. While idle it checks each communicator's health
+// (abort, failure notices, dead peers) and the timeout.
 #pragma once
 
 #include <cstddef>

@@ -142,7 +142,6 @@ Result<SocketAddress> SocketAddress::parse(std::string_view text) {
   const unsigned long port = std::stoul(std::string(portText));
   if (port > 65535) return invalidArgument("'" + std::string(text) + "' has a bad port");
 
-  SocketAddress a;
   sockaddr_in v4{};
   if (inet_pton(AF_INET, host.c_str(), &v4.sin_addr) == 1) {
     v4.sin_family = AF_INET;

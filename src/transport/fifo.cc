@@ -24,6 +24,10 @@ void wakeIfSleeping(Waker* waker) {
   if (waker->sleeping.load(std::memory_order_relaxed) != 0) {
     waker->seq.fetch_add(1, std::memory_order_seq_cst);
     futex(&waker->seq, FUTEX_WAKE, INT_MAX, nullptr);
+    if (waker->eventFd >= 0) {
+      const uint64_t one = 1;
+      (void)!::write(waker->eventFd, &one, sizeof(one));
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 // (segment names, addresses, queue pair numbers) and returns once connectors can be made.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,11 @@ struct TransportContext {
   int nranks = 1;
   int maxChannels = 1;                 ///< connectors exist for channels [0, maxChannels)
   const std::vector<PeerInfo>* peers = nullptr;
+  /// The Waker the rank sleeps on (Communicator::waker()): a transport with a proxy thread rings
+  /// it when it posts or frees a slot on the rank's behalf.
+  Waker* rankWaker = nullptr;
+  /// The communicator's abort flag (braidCommAbort): set, a transport closes without flushing.
+  const std::atomic<bool>* abort = nullptr;
 };
 
 class Transport {

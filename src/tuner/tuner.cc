@@ -1,6 +1,11 @@
 #include "tuner/tuner.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "algorithms/algorithms.h"
@@ -8,26 +13,62 @@
 namespace braid {
 namespace {
 
-// A slot of this size stays in L2 while the receiver reads it, yet amortises the per-slot
-// handshake (two counter updates) over enough bytes.
-constexpr uint32_t kDefaultChunkBytes = 128 * 1024;
-// Below this an all-reduce is latency-bound: one exchange round beats 2(n-1) ring steps.
-constexpr uint64_t kSmallAllReduceBytes = 16 * 1024;
+// Send and receive are not modelled: one channel, chunks as large as a slot allows up to this
+// size, which keeps a slot in L2 while the receiver reads it.
+constexpr uint32_t kPointToPointChunk = 128 * 1024;
+
+std::string sizeText(uint64_t bytes) {
+  static constexpr std::pair<uint64_t, const char*> kUnits[] = {
+      {1ull << 30, "G"}, {1ull << 20, "M"}, {1ull << 10, "K"}};
+  for (auto [unit, suffix] : kUnits) {
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  }
+  return std::to_string(bytes);
+}
+
+void mix(uint64_t& h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  }
+}
 
 }  // namespace
 
-Result<Tuner> Tuner::create(const Config& config, int nranks, int maxChannels,
-                            uint32_t slotBytes) {
+const char* choiceSourceName(ChoiceSource source) {
+  switch (source) {
+    case ChoiceSource::kModel: return "model";
+    case ChoiceSource::kTable: return "table";
+    case ChoiceSource::kOverride: return "BRAID_ALGO";
+    case ChoiceSource::kFixed: return "fixed";
+  }
+  return "?";
+}
+
+TunerOptions TunerOptions::fromConfig(const Config& config, int nranks, int maxChannels) {
+  TunerOptions o;
+  o.nranks = nranks;
+  o.maxChannels = maxChannels;
+  o.slotBytes = config.slotBytes;
+  o.nslots = config.nslots;
+  o.chunkBytes = config.chunkBytes;
+  o.nchannels = config.nchannels;
+  o.algo = config.algo;
+  o.tuningFile = config.tuningFile;
+  return o;
+}
+
+Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
+                            const TuningTable* table) {
+  if (options.nranks != model.nranks()) {
+    return internalError("tuner for " + std::to_string(options.nranks) +
+                         " ranks given a model of " + std::to_string(model.nranks()));
+  }
   Tuner t;
-  t.nranks_ = nranks;
-  t.nslots_ = config.nslots;
-  t.maxChannels_ = maxChannels;
-  t.slotBytes_ = slotBytes;
-  t.chunkBytes_ = config.chunkBytes;
-  t.nchannels_ = config.nchannels;
-  ASSIGN_OR_RETURN(t.override_, AlgoOverride::parse(config.algo));
+  t.options_ = options;
+  t.options_.maxChannels = std::max(1, options.maxChannels);
+  ASSIGN_OR_RETURN(t.override_, AlgoOverride::parse(options.algo));
   // A forced algorithm the FIFO depth cannot run is an error now, not a hang later.
-  for (int c = 0; c < AlgoOverride::kNumOverridable; ++c) {
+  for (int c = 0; c < kModelled; ++c) {
     const auto coll = static_cast<Collective>(c);
     for (uint64_t bytes : {uint64_t{0}, uint64_t{1} << 62}) {
       std::optional<std::vector<Algorithm>> allowed = t.override_.allowed(coll, bytes);
@@ -35,73 +76,271 @@ Result<Tuner> Tuner::create(const Config& config, int nranks, int maxChannels,
       const bool any = std::any_of(allowed->begin(), allowed->end(),
                                    [&](Algorithm a) { return t.usable(a, coll); });
       if (!any) {
-        return invalidArgument("BRAID_ALGO forces " + std::string(algorithmName(allowed->front())) +
-                               " for " + std::string(collectiveName(coll)) + ", which needs " +
-                               "BRAID_NSLOTS >= " +
-                               std::to_string(minSlotsFor(allowed->front(), coll)));
+        return invalidArgument(
+            "BRAID_ALGO forces " + std::string(algorithmName(allowed->front())) + " for " +
+            std::string(collectiveName(coll)) + ", which needs " +
+            "BRAID_NSLOTS >= " + std::to_string(minSlotsFor(allowed->front(), coll)));
       }
     }
   }
+  RETURN_IF_ERROR(t.buildGrid(model));
+  if (table != nullptr) RETURN_IF_ERROR(t.adoptTable(*table));
   return t;
 }
 
 bool Tuner::usable(Algorithm algo, Collective coll) const {
-  return algorithmServes(algo, coll) && minSlotsFor(algo, coll) <= nslots_;
+  return algorithmServes(algo, coll) && minSlotsFor(algo, coll) <= options_.nslots;
 }
 
-Algorithm Tuner::heuristic(Collective coll, uint64_t bytes) const {
-  switch (coll) {
-    case Collective::kAllReduce:
-      if (nranks_ > 2 && bytes <= kSmallAllReduceBytes) {
-        return nranks_ <= 8 ? Algorithm::kDirect : Algorithm::kRd;
-      }
-      return Algorithm::kRing;
-    case Collective::kAllToAll:
-    case Collective::kSend:
-    case Collective::kRecv: return Algorithm::kPairwise;
-    default: return Algorithm::kRing;
+uint32_t Tuner::chunkFor(uint32_t chunkBytes) const {
+  if (options_.chunkBytes != 0) chunkBytes = options_.chunkBytes;
+  return std::min(chunkBytes, options_.slotBytes);
+}
+
+int Tuner::channelsFor(int nchannels) const {
+  if (options_.nchannels != 0) nchannels = options_.nchannels;
+  return std::clamp(nchannels, 1, options_.maxChannels);
+}
+
+int Tuner::gridIndex(uint64_t bytes) {
+  if (bytes <= 1) return 0;
+  // Nearest power of two in log scale: 2^k covers [2^(k-1/2), 2^(k+1/2)).
+  const int k = std::bit_width(bytes) - 1;  // 2^k <= bytes < 2^(k+1)
+  const double fraction = std::log2(double(bytes)) - k;
+  return std::min(kMaxSizeLog, k + (fraction >= 0.5 ? 1 : 0));
+}
+
+Status Tuner::buildGrid(const CostModel& model) {
+  // Communicators of one process with the same model and limits share one grid: building it
+  // simulates thousands of plans. BRAID_ALGO and the tuning file do not enter it.
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::string, std::shared_ptr<const Grid>>();
+  std::string key = model.key();
+  for (uint64_t v :
+       {uint64_t(options_.maxChannels), uint64_t(options_.slotBytes), uint64_t(options_.nslots),
+        uint64_t(options_.chunkBytes), uint64_t(options_.nchannels)}) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof(v));
   }
-}
-
-Choice Tuner::choose(Collective coll, uint64_t bytes) const {
-  Choice choice;
-  choice.algo = heuristic(coll, bytes);
-  std::optional<std::vector<Algorithm>> allowed = override_.allowed(coll, bytes);
-  if (allowed) {
-    const bool ok = std::find(allowed->begin(), allowed->end(), choice.algo) != allowed->end() &&
-                    usable(choice.algo, coll);
-    if (!ok) {
-      for (Algorithm a : *allowed) {
-        if (usable(a, coll)) {
-          choice.algo = a;
-          break;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = cache->find(key); it != cache->end()) {
+      grid_ = it->second;
+      return okStatus();
+    }
+  }
+  auto grid = std::make_shared<Grid>();
+  std::vector<uint32_t> chunks;
+  if (options_.chunkBytes != 0) {
+    chunks.push_back(chunkFor(options_.chunkBytes));
+  } else {
+    for (uint32_t c : kChunkCandidates) {
+      if (c <= options_.slotBytes) chunks.push_back(c);
+    }
+    if (chunks.empty()) chunks.push_back(options_.slotBytes);
+  }
+  std::vector<int> channels;
+  if (options_.nchannels != 0) {
+    channels.push_back(channelsFor(options_.nchannels));
+  } else {
+    for (int c : kChannelCandidates) {
+      if (c <= options_.maxChannels) channels.push_back(c);
+    }
+  }
+  for (int c = 0; c < kModelled; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm algo : algorithmsFor(coll)) {
+      if (!usable(algo, coll)) continue;
+      for (int k = 0; k < kGridSizes; ++k) {
+        const uint64_t bytes = uint64_t{1} << k;
+        Cell& cell = (*grid)[c][k][static_cast<int>(algo)];
+        auto consider = [&](size_t i, int ch) {
+          // A message no larger than a smaller candidate's chunk plans the same with this one.
+          if (i > 0 && bytes <= chunks[i - 1]) return;
+          Result<double> us = model.predict(coll, algo, bytes, chunks[i], ch);
+          if (!us.ok()) return;  // a shape this algorithm cannot plan: not a candidate
+          if (cell.us < 0 || us.value() < cell.us) cell = Cell{us.value(), chunks[i], ch};
+        };
+        // Coordinate descent: the channel count at the middle chunk, then the chunk at that
+        // channel count (5 candidates costed instead of 9; the two rarely interact much).
+        size_t middle = chunks.size() / 2;
+        while (middle > 0 && bytes <= chunks[middle - 1]) --middle;
+        for (int ch : channels) consider(middle, ch);
+        const int bestChannels = cell.us < 0 ? channels.front() : cell.nchannels;
+        for (size_t i = 0; i < chunks.size(); ++i) {
+          if (i != middle) consider(i, bestChannels);
         }
       }
     }
   }
-  choice.chunkBytes = std::min(chunkBytes_ ? chunkBytes_ : kDefaultChunkBytes, slotBytes_);
-  int channels = nchannels_ ? nchannels_ : 1;
-  // A double binary tree puts its two trees on two channels.
-  if (choice.algo == Algorithm::kTree && nchannels_ == 0) channels = 2;
-  choice.nchannels = std::clamp(channels, 1, maxChannels_);
-  if (coll == Collective::kSend || coll == Collective::kRecv) choice.nchannels = 1;
-  return choice;
+  std::lock_guard<std::mutex> lock(mutex);
+  // Bound the cache: a process rarely has more than a few distinct communicator shapes.
+  if (cache->size() >= 16) cache->clear();
+  grid_ = cache->emplace(std::move(key), std::move(grid)).first->second;
+  return okStatus();
+}
+
+Status Tuner::adoptTable(const TuningTable& table) {
+  const std::string file = table.origin().empty() ? options_.tuningFile : table.origin();
+  for (const TuningEntry& e : table.entries()) {
+    if (e.nranks != options_.nranks) continue;
+    auto bad = [&](const std::string& why) {
+      return invalidArgument("BRAID_TUNING_FILE " + file + ":" + std::to_string(e.line) + ": " +
+                             why);
+    };
+    if (!usable(e.algo, e.coll)) {
+      return bad(std::string(algorithmName(e.algo)) + " for " +
+                 std::string(collectiveName(e.coll)) +
+                 " needs BRAID_NSLOTS >= " + std::to_string(minSlotsFor(e.algo, e.coll)) +
+                 " (it is " + std::to_string(options_.nslots) + ")");
+    }
+    if (options_.chunkBytes == 0 && e.chunkBytes > options_.slotBytes) {
+      return bad("chunk of " + std::to_string(e.chunkBytes) + " bytes exceeds the FIFO slot of " +
+                 std::to_string(options_.slotBytes) + " (raise BRAID_CHUNK_BYTES or retune)");
+    }
+    if (options_.nchannels == 0 && e.nchannels > options_.maxChannels) {
+      return bad(std::to_string(e.nchannels) + " channels exceed the " +
+                 std::to_string(options_.maxChannels) + " this communicator set up");
+    }
+    table_.push_back(e);
+  }
+  return okStatus();
+}
+
+Choice Tuner::fixed(Collective coll) const {
+  Choice c;
+  c.algo = Algorithm::kPairwise;
+  c.chunkBytes = chunkFor(kPointToPointChunk);
+  c.nchannels = coll == Collective::kSend || coll == Collective::kRecv ? 1 : channelsFor(1);
+  c.source = ChoiceSource::kFixed;
+  return c;
+}
+
+Choice Tuner::pick(Collective coll, uint64_t bytes, bool honourOverride) const {
+  if (static_cast<int>(coll) >= kModelled) return fixed(coll);
+  std::optional<std::vector<Algorithm>> allowed;
+  if (honourOverride) allowed = override_.allowed(coll, bytes);
+  auto isAllowed = [&](Algorithm a) {
+    return usable(a, coll) &&
+           (!allowed || std::find(allowed->begin(), allowed->end(), a) != allowed->end());
+  };
+  static const AlgoCells kNoCells{};
+  const AlgoCells& cells = grid_ ? (*grid_)[static_cast<int>(coll)][gridIndex(bytes)] : kNoCells;
+  for (const TuningEntry& e : table_) {
+    if (e.coll != coll || !e.covers(bytes) || !isAllowed(e.algo)) continue;
+    const Cell& cell = cells[static_cast<int>(e.algo)];
+    return Choice{e.algo, chunkFor(e.chunkBytes), channelsFor(e.nchannels), ChoiceSource::kTable,
+                  cell.us};
+  }
+  int best = -1;
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    const Cell& cell = cells[a];
+    if (cell.us < 0 || !isAllowed(static_cast<Algorithm>(a))) continue;
+    if (best < 0 || cell.us < cells[best].us) best = a;
+  }
+  const ChoiceSource source = allowed ? ChoiceSource::kOverride : ChoiceSource::kModel;
+  if (best >= 0) {
+    const Cell& cell = cells[best];
+    return Choice{static_cast<Algorithm>(best), chunkFor(cell.chunkBytes),
+                  channelsFor(cell.nchannels), source, cell.us};
+  }
+  // Nothing costed among the allowed (the model could not plan them): the first that may run.
+  for (Algorithm a : algorithmsFor(coll)) {
+    if (isAllowed(a)) {
+      return Choice{a, chunkFor(kChunkCandidates[1]), channelsFor(1), source, -1};
+    }
+  }
+  return fixed(coll);
+}
+
+Choice Tuner::choose(Collective coll, uint64_t bytes) const { return pick(coll, bytes, true); }
+
+Choice Tuner::chooseUnforced(Collective coll, uint64_t bytes) const {
+  return pick(coll, bytes, false);
+}
+
+std::optional<double> Tuner::predictedUs(Collective coll, Algorithm algo, uint64_t bytes) const {
+  if (static_cast<int>(coll) >= kModelled || !grid_) return std::nullopt;
+  const Cell& cell = (*grid_)[static_cast<int>(coll)][gridIndex(bytes)][static_cast<int>(algo)];
+  if (cell.us < 0) return std::nullopt;
+  return cell.us;
 }
 
 std::string Tuner::describe() const {
   std::ostringstream os;
-  for (int c = 0; c < AlgoOverride::kNumOverridable; ++c) {
+  for (int c = 0; c < kModelled; ++c) {
     const auto coll = static_cast<Collective>(c);
     os << (c ? "; " : "") << collectiveName(coll) << ":";
     const char* sep = " ";
     for (uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{16} << 20}) {
       const Choice ch = choose(coll, bytes);
-      os << sep << bytes << "B=" << algorithmName(ch.algo) << "/" << ch.nchannels << "ch";
+      os << sep << sizeText(bytes) << "B=" << algorithmName(ch.algo) << "/" << ch.nchannels << "ch";
       sep = ", ";
     }
   }
   if (override_.active()) os << " (BRAID_ALGO: " << override_.describe() << ")";
+  if (!table_.empty()) os << " (" << table_.size() << " lines of " << options_.tuningFile << ")";
   return os.str();
+}
+
+std::string Tuner::formatTable() const {
+  std::ostringstream os;
+  os << "tuner table for " << options_.nranks << " ranks (sizes per rank; evaluated at powers of "
+     << "two; source: model, table = BRAID_TUNING_FILE, BRAID_ALGO):\n";
+  for (int c = 0; c < kModelled; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    int first = 0;
+    for (int k = 0; k < kGridSizes; ++k) {
+      const Choice here = choose(coll, uint64_t{1} << k);
+      const bool last = k + 1 == kGridSizes;
+      if (!last) {
+        const Choice next = choose(coll, uint64_t{1} << (k + 1));
+        if (next.algo == here.algo && next.chunkBytes == here.chunkBytes &&
+            next.nchannels == here.nchannels && next.source == here.source) {
+          continue;
+        }
+      }
+      char line[200];
+      const std::string range =
+          sizeText(uint64_t{1} << first) + "-" + sizeText(uint64_t{1} << k) + "B";
+      std::snprintf(line, sizeof(line), "  %-13s %-12s %-8s chunk %-5s x%d  %-10s",
+                    std::string(collectiveName(coll)).c_str(), range.c_str(),
+                    std::string(algorithmName(here.algo)).c_str(),
+                    sizeText(here.chunkBytes).c_str(), here.nchannels,
+                    choiceSourceName(here.source));
+      os << line;
+      if (here.predictedUs >= 0) {
+        std::snprintf(line, sizeof(line), " model %.3g..%.3g us",
+                      choose(coll, uint64_t{1} << first).predictedUs, here.predictedUs);
+        os << line;
+      }
+      os << "\n";
+      first = k + 1;
+    }
+  }
+  return os.str();
+}
+
+uint64_t Tuner::digest() const {
+  uint64_t h = 1469598103934665603ull;
+  mix(h, static_cast<uint64_t>(options_.nranks));
+  for (const auto& sizes : grid_ ? *grid_ : Grid{}) {
+    for (const AlgoCells& cells : sizes) {
+      for (const Cell& cell : cells) {
+        mix(h, std::bit_cast<uint64_t>(cell.us));
+        mix(h, cell.chunkBytes);
+        mix(h, static_cast<uint64_t>(cell.nchannels));
+      }
+    }
+  }
+  for (const TuningEntry& e : table_) {
+    mix(h, static_cast<uint64_t>(e.coll));
+    mix(h, e.minBytes);
+    mix(h, e.toInf ? ~uint64_t{0} : e.maxBytes);
+    mix(h, static_cast<uint64_t>(e.algo));
+    mix(h, e.chunkBytes);
+    mix(h, static_cast<uint64_t>(e.nchannels));
+  }
+  return h;
 }
 
 }  // namespace braid

@@ -1,49 +1,121 @@
 // The tuner: for every call, which algorithm, chunk size and channel count to use.
 //
-// Candidates are the algorithms that serve the collective, narrowed by BRAID_ALGO and by what the
-// FIFO depth allows; among them a size heuristic picks (latency algorithms for small messages,
-// bandwidth algorithms for large ones). BRAID_CHUNK_BYTES / BRAID_NCHANNELS fix the data-path shape.
+// At init it asks the cost model (cost_model.h) for every collective, every power-of-two message
+// size from 1 B to 4 GiB and every algorithm that serves the collective what its candidates
+// (chunk of 32K, 128K or 512K up to the FIFO slot size, 1, 2 or 4 channels up to those set up)
+// would take - the channel count at the middle chunk first, then the chunk at the best channel
+// count - and keeps each algorithm's fastest. The grid is shared by the communicators of a
+// process with the same model inputs. A call uses the grid point nearest its size (in log scale).
+// Precedence, highest first:
+//   1. BRAID_ALGO (AlgoOverride semantics): restricts the algorithms a call may use; among them
+//      the measured table's choice if it is one, else the model's fastest;
+//   2. the measured table (BRAID_TUNING_FILE, tuning_table.h), for the sizes it covers at this
+//      communicator's rank count;
+//   3. the cost model's fastest algorithm.
+// BRAID_CHUNK_BYTES and BRAID_NCHANNELS fix the chunk and channel count of every choice. Every
+// rank builds the same tuner from the same shared inputs, so all make the same choice.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "algorithms/plan.h"
 #include "core/config.h"
 #include "tuner/algo_override.h"
+#include "tuner/cost_model.h"
+#include "tuner/tuning_table.h"
 
 namespace braid {
+
+/// Where a choice came from.
+enum class ChoiceSource : uint8_t { kModel, kTable, kOverride, kFixed };
+const char* choiceSourceName(ChoiceSource source);
 
 /// How one call will run. Identical on every rank for the same call (ranks must agree).
 struct Choice {
   Algorithm algo = Algorithm::kRing;
   uint32_t chunkBytes = 0;
   int nchannels = 1;
+  ChoiceSource source = ChoiceSource::kModel;
+  double predictedUs = -1;  ///< the model's time for this algorithm at the grid point; -1: none
+};
+
+/// The communicator's limits and the user's settings the tuner honours.
+struct TunerOptions {
+  int nranks = 1;
+  int maxChannels = 1;      ///< channels whose connectors exist
+  uint32_t slotBytes = 0;   ///< FIFO slot size: the largest chunk
+  int nslots = 4;           ///< FIFO depth (some algorithms need 2)
+  uint32_t chunkBytes = 0;  ///< BRAID_CHUNK_BYTES, 0: tuned
+  int nchannels = 0;        ///< BRAID_NCHANNELS, 0: tuned
+  std::string algo;         ///< BRAID_ALGO
+  std::string tuningFile;   ///< BRAID_TUNING_FILE, for messages
+
+  static TunerOptions fromConfig(const Config& config, int nranks, int maxChannels);
 };
 
 class Tuner {
  public:
-  Tuner() = default;
-  /// Fails when BRAID_ALGO is malformed or leaves a collective nothing it can run.
-  static Result<Tuner> create(const Config& config, int nranks, int maxChannels,
-                              uint32_t slotBytes);
+  /// Model grid: sizes 2^0 .. 2^kMaxSizeLog bytes.
+  static constexpr int kMaxSizeLog = 32;
+  static constexpr std::array<uint32_t, 3> kChunkCandidates = {32u << 10, 128u << 10, 512u << 10};
+  static constexpr std::array<int, 3> kChannelCandidates = {1, 2, 4};
 
+  Tuner() = default;
+  /// Fails when BRAID_ALGO is malformed or leaves a collective nothing it can run, or when a line
+  /// of `table` for this rank count cannot run here (chunk above the slot size, more channels
+  /// than set up, an algorithm the FIFO depth cannot run): the error names the file and line.
+  /// `table` may be null.
+  static Result<Tuner> create(const TunerOptions& options, const CostModel& model,
+                              const TuningTable* table);
+
+  /// The choice for a call, BRAID_ALGO honoured.
   Choice choose(Collective coll, uint64_t bytes) const;
+  /// The choice BRAID_ALGO aside: what the table and the model pick.
+  Choice chooseUnforced(Collective coll, uint64_t bytes) const;
+  /// The model's time of `algo`'s best candidate at the grid point of `bytes`, if it has one.
+  std::optional<double> predictedUs(Collective coll, Algorithm algo, uint64_t bytes) const;
   /// Whether `algo` may run `coll` here (serves it, allowed by the FIFO depth).
   bool usable(Algorithm algo, Collective coll) const;
-  /// What the tuner will do, one line per collective, for BRAID_DEBUG=INFO.
+
+  /// Short summary (three sizes per collective), for one log line.
   std::string describe() const;
+  /// Every collective's choices over the grid, merged into size ranges, one line each: what
+  /// rank 0 prints at BRAID_DEBUG=INFO.
+  std::string formatTable() const;
+  /// A hash of everything the choices depend on; equal on every rank of a communicator.
+  uint64_t digest() const;
+
+  /// The grid point a message size uses.
+  static int gridIndex(uint64_t bytes);
 
  private:
-  Algorithm heuristic(Collective coll, uint64_t bytes) const;
+  struct Cell {
+    double us = -1;  ///< -1: no candidate could be costed
+    uint32_t chunkBytes = 0;
+    int nchannels = 1;
+  };
+  using AlgoCells = std::array<Cell, kNumAlgorithms>;
+  static constexpr int kGridSizes = kMaxSizeLog + 1;
+  static constexpr int kModelled = AlgoOverride::kNumOverridable;
 
-  int nranks_ = 1;
-  int nslots_ = 2;
-  int maxChannels_ = 1;
-  uint32_t slotBytes_ = 0;
-  uint32_t chunkBytes_ = 0;  ///< forced by BRAID_CHUNK_BYTES, else 0
-  int nchannels_ = 0;        ///< forced by BRAID_NCHANNELS, else 0
+  Status buildGrid(const CostModel& model);
+  Status adoptTable(const TuningTable& table);
+  Choice pick(Collective coll, uint64_t bytes, bool honourOverride) const;
+  Choice fixed(Collective coll) const;
+  uint32_t chunkFor(uint32_t chunkBytes) const;
+  int channelsFor(int nchannels) const;
+
+  using Grid = std::array<std::array<AlgoCells, kGridSizes>, kModelled>;
+
+  TunerOptions options_;
   AlgoOverride override_;
+  std::shared_ptr<const Grid> grid_;  ///< shared by the tuners of one process with equal inputs
+  std::vector<TuningEntry> table_;    ///< the measured entries for this rank count
 };
 
 }  // namespace braid

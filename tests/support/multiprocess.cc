@@ -31,15 +31,21 @@ void writeAll(int fd, const std::string& text) {
 }  // namespace
 
 std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds) {
-  std::vector<RankOutcome> outcomes(nranks);
   braidUniqueId id{};
   if (braidGetUniqueId(&id) != braidSuccess) {
+    std::vector<RankOutcome> outcomes(nranks);
     for (int r = 0; r < nranks; ++r) {
       outcomes[r].rank = r;
       outcomes[r].output = std::string("braidGetUniqueId failed: ") + braidGetLastError(nullptr);
     }
     return outcomes;
   }
+  return runRanks(nranks, id, body, deadlineSeconds);
+}
+
+std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const RankBody& body,
+                                  double deadlineSeconds) {
+  std::vector<RankOutcome> outcomes(nranks);
   std::vector<pid_t> pids(nranks, -1);
   std::vector<int> pipes(nranks, -1);
   for (int r = 0; r < nranks; ++r) {

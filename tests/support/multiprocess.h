@@ -27,6 +27,9 @@ using RankBody = std::function<std::string(int rank, const braidUniqueId& id)>;
 
 /// Forks nranks processes sharing one unique id; waits at most deadlineSeconds for all of them.
 std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds);
+/// The same with an id the caller made (a root with its own timeout, say).
+std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const RankBody& body,
+                                  double deadlineSeconds);
 
 /// A multi-line summary of the outcomes that failed ("" when all passed).
 std::string failures(const std::vector<RankOutcome>& outcomes);

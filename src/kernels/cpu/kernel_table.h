@@ -29,6 +29,8 @@ struct KernelTable {
   CopyFn copyStreaming;
   Copy2Fn copy2Cached;
   Copy2Fn copy2Streaming;
+  /// dst1 with non-temporal stores, dst2 with ordinary ones; ends with a store fence.
+  Copy2Fn copy2StreamFirst;
 };
 
 /// One table per level, each built from reduce_kernels_impl.h under its own target options. Only

@@ -2,6 +2,7 @@
 // functions at construction, and copies pick cached or streaming stores by size.
 #include "kernels/cpu/reduce.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -142,6 +143,23 @@ void copy2(void* dst1, void* dst2, const void* src, size_t bytes) {
   } else {
     table.copy2Cached(dst1, dst2, src, bytes);
   }
+}
+
+void copyStreaming(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  bestKernelTable().copyStreaming(dst, src, bytes);
+}
+
+void copy2StreamFirst(void* streamDst, void* cachedDst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (streamDst == src) return copy(cachedDst, src, bytes);
+  if (cachedDst == src) return copyStreaming(streamDst, src, bytes);
+  bestKernelTable().copy2StreamFirst(streamDst, cachedDst, src, bytes);
+}
+
+bool streamOutputs(size_t workingSetBytes) {
+  static const size_t xFactor = getenv("BRAID_X_STREAM_FACTOR") ? atoll(getenv("BRAID_X_STREAM_FACTOR")) : 2;  // EXPERIMENT
+  return workingSetBytes >= xFactor * streamingCopyThreshold();
 }
 
 Reducer::Reducer() : Reducer(braidFloat32, braidSum, 1) {}

@@ -568,6 +568,8 @@ TEST_P(CopyTest, AllKernelsAllLengthsAndOffsets) {
       checkCopy(n, off, 0, off, true, two(t.copy2Cached));
       checkCopy(n, 0, off, off, true, two(t.copy2Streaming));  // destinations line up
       checkCopy(n, 0, off, off + 5, true, two(t.copy2Streaming));  // they cannot
+      checkCopy(n, 1, off, 0, true, two(t.copy2StreamFirst));
+      checkCopy(n, 0, off, off + 11, true, two(t.copy2StreamFirst));
     }
   }
 }
@@ -607,6 +609,26 @@ TEST(PublicCopyTest, BelowAndAboveTheStreamingThreshold) {
   EXPECT_EQ(buf, data);
   std::vector<unsigned char> other(big);
   copy2(buf.data(), other.data(), buf.data(), big);
+  EXPECT_EQ(buf, data);
+  EXPECT_EQ(other, data);
+}
+
+TEST(PublicCopyTest, StreamingVariantsWhateverTheSize) {
+  for (size_t n : {size_t{0}, size_t{5}, size_t{4099}, size_t{70001}}) {
+    checkCopy(n, 2, 5, 0, false,
+              [](void* d1, void*, const void* s, size_t b) { copyStreaming(d1, s, b); });
+    checkCopy(n, 0, 1, 6, true, [](void* d1, void* d2, const void* s, size_t b) {
+      copy2StreamFirst(d1, d2, s, b);
+    });
+  }
+  // Either destination may be the source.
+  const std::vector<unsigned char> data = patternBytes(4099, 3);
+  std::vector<unsigned char> buf = data, other(data.size(), 0);
+  copy2StreamFirst(buf.data(), other.data(), buf.data(), buf.size());
+  EXPECT_EQ(buf, data);
+  EXPECT_EQ(other, data);
+  std::fill(other.begin(), other.end(), 0);
+  copy2StreamFirst(other.data(), buf.data(), buf.data(), buf.size());
   EXPECT_EQ(buf, data);
   EXPECT_EQ(other, data);
 }

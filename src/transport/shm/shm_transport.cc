@@ -14,7 +14,7 @@ namespace braid {
 
 constexpr uint64_t kInboxMagic = 0x6272616964736d31ull;  // "braidsm1"
 constexpr size_t kHeaderBytes = 4096;
-constexpr size_t kFifoMetaBytes = 4096;  // FifoControl + SlotHeader[nslots], nslots <= 64
+constexpr size_t kFifoMetaBytes = 8192;  // FifoControl + SlotLine[nslots], nslots <= 64
 constexpr size_t kMessageBytes = 256;
 
 struct FailureNotice {
@@ -36,7 +36,7 @@ struct InboxHeader {
   alignas(kCacheLine) FailureNotice failure;
 };
 static_assert(sizeof(InboxHeader) <= kHeaderBytes);
-static_assert(sizeof(FifoControl) + 64 * sizeof(SlotHeader) <= kFifoMetaBytes);
+static_assert(sizeof(FifoControl) + 64 * sizeof(SlotLine) <= kFifoMetaBytes);
 
 namespace {
 
@@ -96,7 +96,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
     }
     const auto* ph = reinterpret_cast<const InboxHeader*>(seg->data());
     if (ph->magic != kInboxMagic || ph->rank != r || ph->nranks != ctx.nranks ||
-        ph->fifoStride != t->fifoStride_) {
+        ph->fifoStride != t->fifoStride_ || ph->maxChannels != ctx.maxChannels) {
       openStatus = invalidUsage("rank " + std::to_string(r) +
                                 "'s shared-memory inbox has another layout (BRAID_NSLOTS or "
                                 "BRAID_CHUNK_BYTES differ between ranks?)");
@@ -105,6 +105,9 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
     t->inboxes_[r] = std::move(seg).value();
   }
   t->inboxes_[ctx.rank] = std::move(mine);
+  int hostRanks = 0;
+  for (const ShmSegment& inbox : t->inboxes_) hostRanks += inbox.data() != nullptr ? 1 : 0;
+  t->header(ctx.rank)->waker.hostRanks = static_cast<uint32_t>(hostRanks);
   // Everyone has mapped everything it needs: the names can go.
   Status barrier = ctx.bootstrap->barrier();
   t->inboxes_[ctx.rank].unlink();
@@ -126,7 +129,10 @@ FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
                (size_t(sender) * maxChannels_ + channel) * fifoStride_;
   FifoView v;
   v.control = reinterpret_cast<FifoControl*>(base);
-  v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
+  // Both ends are this process's and the peer's connectors: publish through the slot lines.
+  static const bool xNoLines = getenv("BRAID_X_NO_LINES") != nullptr;  // EXPERIMENT
+  if (xNoLines) v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl)); else  // EXPERIMENT
+  v.lines = reinterpret_cast<SlotLine*>(base + sizeof(FifoControl));
   v.data = base + kFifoMetaBytes;
   v.nslots = nslots_;
   v.slotBytes = slotBytes_;
@@ -178,8 +184,11 @@ void ShmTransport::notifyFailure(int failedRank, braidResult_t code, const std::
 std::optional<Status> ShmTransport::receivedFailure() const {
   const FailureNotice& notice = header(rank_)->failure;
   if (notice.state.load(std::memory_order_acquire) != 2) return std::nullopt;
-  return Status(static_cast<braidResult_t>(notice.code),
-                "rank " + std::to_string(notice.rank) + " failed: " + std::string(notice.message));
+  // Written by another process: never trust its code or read past the message buffer.
+  return Status(notice.code > braidSuccess && notice.code <= braidTimeout
+                    ? static_cast<braidResult_t>(notice.code) : braidRemoteError,
+                "rank " + std::to_string(notice.rank) + " failed: " +
+                    std::string(notice.message, strnlen(notice.message, sizeof(notice.message))));
 }
 
 bool ShmTransport::peerAlive(int peer) const {

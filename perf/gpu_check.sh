@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The GPU check: builds Braid with CUDA from a clean tree, runs the gpu test suite, the kernel
+# micro-benchmarks and braid-perf on device buffers (2 and 4 rank processes sharing GPU 0), and
+# prints a summary. Meant for a machine with one NVIDIA GPU (sm_80 or sm_90) and nvcc in
+# /usr/local/cuda/bin; finishes in under 8 minutes. Logs go to build-gpu-check-logs; when $OUT is
+# set, the summary is written there as it grows and all logs are packed there at the end
+# (summary.txt, gpu_check_logs.tar.gz). Exit status 0 only when every step passed.
+#
+#   perf/gpu_check.sh                 run the check (BRAID_GPU_CHECK_REUSE=1: keep an existing
+#                                     build-gpu-check; BRAID_GPU_CHECK_BUDGET: seconds, default 470)
+#   perf/gpu_check.sh --fetch-deps    (on a Debian/Ubuntu machine with network access) downloads
+#                                     the .deb files of the build dependencies (GoogleTest, Google
+#                                     Benchmark, OpenSSL headers, pkg-config) into build-gpu-deps/
+#                                     for a GPU machine that lacks them and cannot download: carry
+#                                     that folder along; the check unpacks what is missing there,
+#                                     never overwriting a file that exists
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DEPS_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libssl-dev
+               pkgconf pkgconf-bin libpkgconf3)
+
+if [ "${1:-}" = "--fetch-deps" ]; then
+  dir=build-gpu-deps
+  mkdir -p "$dir" && cd "$dir" || exit 2
+  apt-get download "${DEPS_PACKAGES[@]}" || exit 2
+  echo "gpu_check: $(ls ./*.deb | wc -l) packages in $dir"
+  exit 0
+fi
+
+START=$(date +%s)
+# Seconds for everything, so that the whole check ends within 8 minutes.
+BUDGET=${BRAID_GPU_CHECK_BUDGET:-470}
+BUILD=build-gpu-check
+LOGS=build-gpu-check-logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+SUMMARY="${OUT:-$LOGS}/summary.txt"
+: >"$SUMMARY"
+FAILED=0
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+# finish: the verdict, the logs packed into $OUT when set, and the exit status.
+finish() {
+  say "== $( [ $FAILED -eq 0 ] && echo PASSED || echo FAILED ) in $(elapsed)s; logs in $LOGS"
+  if [ -n "${OUT:-}" ]; then
+    cp "$SUMMARY" "$LOGS/" 2>/dev/null
+    tar czf "$OUT/gpu_check_logs.tar.gz" -C "$LOGS" .
+  fi
+  exit $FAILED
+}
+elapsed() { echo $(( $(date +%s) - START )); }
+# step NAME SECONDS COMMAND...: runs with a time limit (cut to what is left of the budget), log
+# in $LOGS/NAME.log, result in the summary.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$(( BUDGET - $(elapsed) ))
+  if [ "$left" -lt 15 ]; then
+    say "SKIP  $name: out of time"
+    FAILED=1
+    return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  if [ $rc -eq 0 ]; then
+    say "PASS  $name (${took}s)"
+  else
+    [ $rc -eq 124 ] && say "FAIL  $name: timed out after ${limit}s" || say "FAIL  $name: exit $rc (${took}s)"
+    FAILED=1
+    tail -n 25 "$LOGS/$name.log" | sed 's/^/      /' | tee -a "$SUMMARY"
+  fi
+  return $rc
+}
+
+export PATH="$PATH:/usr/local/cuda/bin"
+say "== Braid GPU check ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+  | sed 's/^/   GPU: /' | tee -a "$SUMMARY"
+nvcc --version 2>/dev/null | tail -n 2 | head -n 1 | sed 's/^/   nvcc: /' | tee -a "$SUMMARY"
+
+# ---- Build dependencies: unpack carried packages for whatever is missing.
+missing=()
+[ -f /usr/include/gtest/gtest.h ] || missing+=(gtest)
+[ -f /usr/include/benchmark/benchmark.h ] || missing+=(benchmark)
+[ -f /usr/include/openssl/evp.h ] || missing+=(openssl)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+if [ ${#missing[@]} -gt 0 ]; then
+  if ls build-gpu-deps/*.deb >/dev/null 2>&1; then
+    say "   unpacking carried packages for: ${missing[*]}"
+    tmp=$(mktemp -d)
+    for deb in build-gpu-deps/*.deb; do dpkg -x "$deb" "$tmp"; done
+    cp -rn "$tmp"/. / && ldconfig
+    rm -rf "$tmp"
+  else
+    say "   missing build dependencies: ${missing[*]} (carry packages: perf/gpu_check.sh --fetch-deps)"
+  fi
+fi
+
+# ---- Build: only what the check runs.
+options=(-Dcuda=enabled -Dhwloc=disabled -Dibverbs=disabled -Dbuildtype=release -Dtests=true
+         -Dbenchmarks=true)
+for opt in nccl_compat:false python:disabled docs:disabled peers:false fuzz:false; do
+  grep -q "option('${opt%%:*}'" meson_options.txt && options+=("-D${opt%%:*}=${opt#*:}")
+done
+# BRAID_GPU_CHECK_REUSE=1 keeps an existing build (a rerun after a timeout, say).
+if [ -z "${BRAID_GPU_CHECK_REUSE:-}" ] || [ ! -f "$BUILD/build.ninja" ]; then
+  rm -rf "$BUILD"
+  step configure 90 meson setup "$BUILD" "${options[@]}" || finish
+fi
+step build 270 ninja -C "$BUILD" tests/gpu/braid_gpu_tests tests/gpu/braid_gpu_kernel_tests \
+  tests/gpu/gpu_benchmark perf/braid-perf || finish
+
+# counts XML: one line of test counts; fails when a test that needs a GPU was skipped (only the
+# GpuAbsent tests skip on a machine that has one).
+counts() {
+  [ -f "$1" ] || { say "      no test report"; FAILED=1; return; }
+  python3 - "$1" <<'EOF' | tee -a "$SUMMARY"
+import sys, xml.etree.ElementTree as ET
+ran = failed = skipped = 0
+unexpected = []
+for c in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    ran += 1
+    if c.find("failure") is not None:
+        failed += 1
+    elif c.find("skipped") is not None or c.get("result") == "skipped":
+        skipped += 1
+        if not c.get("classname", "").startswith("GpuAbsent"):
+            unexpected.append(c.get("classname") + "." + c.get("name"))
+print(f"      {ran} tests: {ran - failed - skipped} passed, {failed} failed, {skipped} skipped")
+if unexpected:
+    print(f"      skipped although they need the GPU (no GPU visible?): {', '.join(unexpected[:4])}"
+          + (" ..." if len(unexpected) > 4 else ""))
+sys.exit(1 if unexpected else 0)
+EOF
+  [ "${PIPESTATUS[0]}" -eq 0 ] || FAILED=1
+}
+
+# ---- Tests. The kernel tests use CUDA in-process; the collective tests fork rank processes.
+step kernel_tests 60 "$BUILD/tests/gpu/braid_gpu_kernel_tests" \
+  --gtest_output="xml:$LOGS/kernel_tests.xml"
+counts "$LOGS/kernel_tests.xml"
+step stream_graph_failure_tests 100 "$BUILD/tests/gpu/braid_gpu_tests" \
+  --gtest_filter='GpuStream.*:GpuFailure.*:GpuAbsent.*' --gtest_output="xml:$LOGS/stream_tests.xml"
+counts "$LOGS/stream_tests.xml"
+step collective_tests 120 "$BUILD/tests/gpu/braid_gpu_tests" \
+  --gtest_filter='Ranks/GpuCollectiveTest.*' --gtest_output="xml:$LOGS/collective_tests.xml"
+counts "$LOGS/collective_tests.xml"
+
+# ---- Kernel bandwidth against cudaMemcpy.
+step gpu_benchmark 60 "$BUILD/tests/gpu/gpu_benchmark" --benchmark_min_time=0.1 \
+  --benchmark_out="$LOGS/gpu_benchmark.json" --benchmark_out_format=json
+if [ -f "$LOGS/gpu_benchmark.json" ]; then
+  python3 - "$LOGS/gpu_benchmark.json" <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+runs = json.load(open(sys.argv[1]))["benchmarks"]
+errors = [r for r in runs if r.get("error_occurred")]
+if errors:
+    print(f"   {len(errors)} benchmark(s) failed, e.g. {errors[0]['name']}: {errors[0].get('error_message')}")
+    sys.exit(1)
+rate = {r["name"].replace("/manual_time", ""): r.get("bytes_per_second", 0) / 1e12 for r in runs}
+sizes = sorted({int(n.rsplit("/", 1)[1]) for n in rate})
+for size in sizes:
+    d2d = rate.get(f"MemcpyD2D/{size}", 0)
+    print(f"   {size >> 20:4d} MiB: cudaMemcpy D2D {d2d:.2f} TB/s (read+write)")
+    for name in sorted(n for n in rate if n.endswith(f"/{size}") and not n.startswith("MemcpyD2D")):
+        tbs = rate[name]
+        print(f"            {name.rsplit('/', 1)[0]:24s} {tbs:.2f} TB/s = {100 * tbs / d2d if d2d else 0:5.1f}% of D2D")
+big = sizes[-1] if sizes else 0
+d2d = rate.get(f"MemcpyD2D/{big}", 0)
+red = rate.get(f"Reduce/float/sum/{big}", 0)
+if d2d:
+    verdict = "meets" if red >= 0.9 * d2d else "misses"
+    print(f"   float sum reduce at {big >> 20} MiB: {100 * red / d2d:.1f}% of D2D ({verdict} the 90% goal)")
+EOF
+  [ "${PIPESTATUS[0]}" -eq 0 ] || FAILED=1
+fi
+
+# ---- braid-perf on device buffers, ranks as processes sharing GPU 0.
+for np in 2 4; do
+  step "braid_perf_allreduce_np$np" 45 "$BUILD/perf/braid-perf" allreduce --np "$np" --device \
+    -b 8 -e 64M -f 8 -n 5 -w 2 -c 1 -T 30
+  grep -E "^ +[0-9]+ " "$LOGS/braid_perf_allreduce_np$np.log" | tail -n 3 | sed 's/^/      /' \
+    | tee -a "$SUMMARY"
+  grep -iE "bus bandwidth|wrong" "$LOGS/braid_perf_allreduce_np$np.log" | tail -n 2 \
+    | sed 's/^/      /' | tee -a "$SUMMARY"
+done
+
+finish

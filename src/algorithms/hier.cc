@@ -1,0 +1,207 @@
+// Hierarchical all-reduce: cheap links inside a host, expensive ones between hosts.
+//
+// With h hosts of m_i ranks and K = max m_i, the message is cut into rounds of K shards, and each
+// shard into h pieces of at most one chunk. In every round each rank of a host of m ranks holds
+// the shards k with k mod m equal to its place in the host (a rank of a smaller host holds
+// several, so every rank of the largest host holds one).
+//   1. Reduce-scatter inside each host (rings over shared memory): afterwards the holder of shard
+//      k has the host's sum of shard k in Output.
+//   2. All-reduce across hosts: for each shard, a ring through its holders on every host (one
+//      rank per host), over the shard's h pieces. This is the only traffic that leaves a host,
+//      and every rank of the largest host carries a part of it, so all of a host's NICs work.
+//   3. All-gather inside each host: every rank copies the shards its host mates hold.
+// Each element is reduced at exactly one rank per step and copied everywhere else, so every rank
+// ends with the same bits. A rank sends 2(m-1)/m N bytes inside its host and 2(h-1)/h N/K'
+// across hosts (K' the shards it holds), against 2(n-1)/n N over the slowest link in a flat ring:
+//   cost ~ 2(m-1) alpha_intra + 2(h-1) alpha_inter per round
+//        + 2(m-1)/m N beta_intra + 2(h-1)/(h m) N beta_inter + N gamma
+// The phases of a round follow each other in one lane and rounds are pipelined, as in ring.cc.
+// With one host it is a ring reduce-scatter + all-gather; with one rank per host, a ring across
+// hosts. Odd channels run both rings the other way round.
+#include <algorithm>
+#include <map>
+
+#include "algorithms/builder.h"
+
+namespace braid {
+
+namespace {
+
+/// Who sits where: hosts in ring order (by their first rank in it), members in ring order.
+struct HostLayout {
+  std::vector<std::vector<int>> members;  ///< per host position
+  int hostPos = 0;                        ///< this rank's host
+  int local = 0;                          ///< this rank's place in it
+  int maxMembers = 1;                     ///< K
+
+  HostLayout(const PlanRequest& request, bool reversed) {
+    const RingOrder ring(request, reversed);
+    std::map<int, int> positionOf;  // host number -> position
+    for (int i = 0; i < ring.size(); ++i) {
+      const int r = ring.rankAt(i);
+      const int host = request.hosts.empty() ? 0 : request.hosts[r];
+      auto [it, fresh] = positionOf.emplace(host, static_cast<int>(members.size()));
+      if (fresh) members.emplace_back();
+      if (r == request.rank) {
+        hostPos = it->second;
+        local = static_cast<int>(members[it->second].size());
+      }
+      members[it->second].push_back(r);
+    }
+    for (const auto& m : members) maxMembers = std::max(maxMembers, static_cast<int>(m.size()));
+  }
+  int hosts() const { return static_cast<int>(members.size()); }
+  int size() const { return static_cast<int>(members[hostPos].size()); }
+  /// The rank that holds shard k on the host at position pos (taken modulo the host count).
+  int holder(int k, int pos) const {
+    const auto& m = members[((pos % hosts()) + hosts()) % hosts()];
+    return m[k % m.size()];
+  }
+  /// The rank `offset` places after this one inside the host.
+  int mate(int offset) const {
+    const auto& m = members[hostPos];
+    const int s = static_cast<int>(m.size());
+    return m[((local + offset) % s + s) % s];
+  }
+};
+
+class HierRound {
+ public:
+  HierRound(const PlanContext& ctx, const HostLayout& layout, Span round, Lane& lane)
+      : ctx_(ctx), layout_(layout), round_(round), lane_(lane) {}
+
+  void build() {
+    const int m = layout_.size();
+    if (m == 1) {
+      if (!ctx_.inPlace())
+        ctx_.appendCopy(lane_, ctx_.in(round_.begin), ctx_.out(round_.begin), round_.len);
+    } else {
+      forEachGroup([&](const std::vector<Span>& spans) { reduceScatter(spans); });
+    }
+    if (layout_.hosts() > 1) {
+      for (int k = layout_.local; k < layout_.maxMembers; k += m) allReduceAcrossHosts(k);
+    }
+    if (m > 1) forEachGroup([&](const std::vector<Span>& spans) { allGather(spans); });
+  }
+
+ private:
+  Span shard(int k) const { return evenPart(round_, layout_.maxMembers, k); }
+  Span piece(int k, int b) const { return evenPart(shard(k), layout_.hosts(), b); }
+
+  /// Calls f with the spans that end at each place of this host: for piece b of group g, place j
+  /// gets piece b of shard g*m + j (empty past the last shard).
+  template <typename F>
+  void forEachGroup(F&& f) const {
+    const int m = layout_.size();
+    const int groups = (layout_.maxMembers + m - 1) / m;
+    std::vector<Span> spans(m);
+    for (int b = 0; b < layout_.hosts(); ++b) {
+      for (int g = 0; g < groups; ++g) {
+        for (int j = 0; j < m; ++j) {
+          const int k = g * m + j;
+          spans[j] = k < layout_.maxMembers ? piece(k, b) : Span{};
+        }
+        f(spans);
+      }
+    }
+  }
+
+  void push(Step s) { lane_.steps.push_back(s); }
+
+  /// Ring reduce-scatter inside the host: span j ends, summed over the host, at place j.
+  void reduceScatter(const std::vector<Span>& spans) {
+    const int m = layout_.size();
+    const int p = layout_.local;
+    const int next = layout_.mate(1);
+    const int prev = layout_.mate(-1);
+    auto at = [&](int j) { return spans[((j % m) + m) % m]; };
+    Span s = at(p - 1);
+    if (s.len) push(makeSend(next, ctx_.in(s.begin), ctx_.bytes(s.len)));
+    for (int t = 1; t <= m - 2; ++t) {
+      s = at(p - 1 - t);
+      if (s.len) push(makeRecvReduceSend(prev, next, ctx_.in(s.begin), ctx_.bytes(s.len)));
+    }
+    s = at(p);
+    if (s.len) {
+      Step step = makeRecvReduceCopy(prev, ctx_.in(s.begin), ctx_.out(s.begin), ctx_.bytes(s.len));
+      if (layout_.hosts() == 1) step.flags |= kStepFinalize;
+      push(step);
+    }
+  }
+
+  /// Ring all-reduce of shard k among its holders, one per host, over the shard's pieces.
+  void allReduceAcrossHosts(int k) {
+    const int h = layout_.hosts();
+    const int p = layout_.hostPos;
+    const int next = layout_.holder(k, p + 1);
+    const int prev = layout_.holder(k, p - 1);
+    auto block = [&](int j) { return piece(k, ((j % h) + h) % h); };
+    Span b = block(p);
+    if (b.len) push(makeSend(next, ctx_.out(b.begin), ctx_.bytes(b.len)));
+    for (int t = 1; t <= h - 2; ++t) {
+      b = block(p - t);
+      if (b.len) push(makeRecvReduceSend(prev, next, ctx_.out(b.begin), ctx_.bytes(b.len)));
+    }
+    b = block(p + 1);
+    if (b.len) {
+      Step s = makeRecvReduceCopySend(prev, next, ctx_.out(b.begin), ctx_.out(b.begin),
+                                      ctx_.bytes(b.len));
+      s.flags |= kStepFinalize;
+      push(s);
+    }
+    for (int t = 1; t <= h - 2; ++t) {
+      b = block(p + 1 - t);
+      if (b.len) push(makeRecvCopySend(prev, next, ctx_.out(b.begin), ctx_.bytes(b.len)));
+    }
+    b = block(p + 2);
+    if (b.len) push(makeRecv(prev, ctx_.out(b.begin), ctx_.bytes(b.len)));
+  }
+
+  /// Ring all-gather inside the host: place j's span reaches every place.
+  void allGather(const std::vector<Span>& spans) {
+    const int m = layout_.size();
+    const int p = layout_.local;
+    const int next = layout_.mate(1);
+    const int prev = layout_.mate(-1);
+    auto at = [&](int j) { return spans[((j % m) + m) % m]; };
+    Span s = at(p);
+    if (s.len) push(makeSend(next, ctx_.out(s.begin), ctx_.bytes(s.len)));
+    for (int t = 1; t <= m - 2; ++t) {
+      s = at(p - t);
+      if (s.len) push(makeRecvCopySend(prev, next, ctx_.out(s.begin), ctx_.bytes(s.len)));
+    }
+    s = at(p + 1);
+    if (s.len) push(makeRecv(prev, ctx_.out(s.begin), ctx_.bytes(s.len)));
+  }
+
+  const PlanContext& ctx_;
+  const HostLayout& layout_;
+  Span round_;
+  Lane& lane_;
+};
+
+}  // namespace
+
+Plan buildHierPlan(const PlanRequest& request) {
+  const PlanContext ctx(request);
+  Plan plan = emptyPlan(request);
+  if (request.nranks == 1) {
+    appendSingleRankCopy(ctx, plan);
+    return plan;
+  }
+  for (const ChannelPart& part : channelParts(request.count, request.nchannels)) {
+    Lane lane;
+    lane.channel = part.channel;
+    const HostLayout layout(request, part.channel % 2 == 1);
+    const uint64_t roundElems =
+        ctx.chunkElems() * uint64_t(layout.maxMembers) * uint64_t(layout.hosts());
+    for (uint64_t off = 0; off < part.span.len; off += roundElems) {
+      const Span round{part.span.begin + off, std::min(roundElems, part.span.len - off)};
+      HierRound(ctx, layout, round, lane).build();
+    }
+    plan.lanes.push_back(std::move(lane));
+  }
+  return plan;
+}
+
+}  // namespace braid

@@ -1,0 +1,797 @@
+#include "transport/ib/ib_proxy.h"
+
+#if BRAID_HAVE_IBVERBS
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <system_error>
+
+#include "core/auth.h"
+
+namespace braid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// wr_id: kind (8 bits) | peer (24) | channel (8) | work requests it completes (8).
+// kPartWr: the unsignalled data write before a slot's header; it completes only on error.
+enum WrKind : uint64_t { kRecvWr = 1, kDataWr = 2, kControlWr = 3, kPartWr = 4 };
+uint64_t wrId(WrKind kind, int peer, int channel, int count) {
+  return (uint64_t(kind) << 56) | (uint64_t(peer & 0xffffff) << 32) |
+         (uint64_t(channel & 0xff) << 24) | uint64_t(count & 0xff);
+}
+
+constexpr auto kSpin = std::chrono::microseconds(10);
+constexpr auto kYield = std::chrono::microseconds(60);
+constexpr auto kProbeEvery = std::chrono::milliseconds(100);
+constexpr int kSleepMs = 100;
+constexpr int kFlushSleepMs = 10;
+// After its goodbyes, how long a closing rank waits for its peers' (see run()).
+constexpr auto kLinger = std::chrono::seconds(2);
+constexpr uint64_t kEventTag = 1;
+constexpr uint64_t kChannelTag = 2;
+
+size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+IbProxy::IbProxy(std::unique_ptr<IbDevice> device)
+    : device_(std::move(device)), api_(device_->api()) {}
+
+Result<std::unique_ptr<IbProxy>> IbProxy::create(Options options,
+                                                 std::unique_ptr<IbDevice> device) {
+  std::unique_ptr<IbProxy> p(new IbProxy(std::move(device)));
+  p->options_ = std::move(options);
+  const VerbsApi& api = p->api_;
+  IbDevice& dev = *p->device_;
+  const int n = p->options_.nranks;
+  const int channels = p->options_.maxChannels;
+  const uint32_t nslots = p->options_.nslots;
+  const size_t fifos = size_t(n) * channels;
+
+  p->arenaSlot_.assign(n, -1);
+  p->peers_.resize(n);
+  int linked = 0;
+  for (int r = 0; r < n; ++r) {
+    if (!p->linked(r)) continue;
+    p->arenaSlot_[r] = linked++;
+    p->peers_[r] = std::make_unique<Peer>();
+  }
+  p->send_.resize(fifos);
+  p->recv_.resize(fifos);
+  p->sendOpened_ = std::make_unique<std::atomic<bool>[]>(fifos);
+  p->recvOpened_ = std::make_unique<std::atomic<bool>[]>(fifos);
+  for (size_t i = 0; i < fifos; ++i) {
+    p->sendOpened_[i].store(false);
+    p->recvOpened_[i].store(false);
+  }
+  // Every slot may be in flight as two writes, plus credits, announcements, a notice, probes.
+  p->sendDepth_ = static_cast<int>(4 * nslots * channels + channels + 16);
+  p->recvDepth_ = static_cast<int>(2 * nslots * channels + channels + 16);
+  if (dev.maxQpWr() > 0) {
+    p->sendDepth_ = std::min(p->sendDepth_, dev.maxQpWr());
+    p->recvDepth_ = std::min(p->recvDepth_, dev.maxQpWr());
+  }
+
+  p->eventFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (p->eventFd_ < 0) return errnoError("RDMA transport: eventfd", errno);
+  p->waker_.eventFd = p->eventFd_;
+  p->epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (p->epollFd_ < 0) return errnoError("RDMA transport: epoll_create1", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kEventTag;
+  ::epoll_ctl(p->epollFd_, EPOLL_CTL_ADD, p->eventFd_, &ev);
+  p->cache_ = std::make_unique<MrCache>(api, dev.pd());
+  if (linked == 0) return p;
+
+  p->channel_ = api.createCompChannel(dev.context());
+  if (p->channel_ == nullptr) return systemError("ibv_create_comp_channel failed");
+  const int flags = ::fcntl(p->channel_->fd, F_GETFL);
+  ::fcntl(p->channel_->fd, F_SETFL, flags | O_NONBLOCK);
+  ev.data.u64 = kChannelTag;
+  ::epoll_ctl(p->epollFd_, EPOLL_CTL_ADD, p->channel_->fd, &ev);
+  const int cqe = std::min(linked * (p->sendDepth_ + p->recvDepth_), 1 << 20);
+  p->cq_ = api.createCq(dev.context(), cqe, nullptr, p->channel_, 0);
+  if (p->cq_ == nullptr)
+    return systemError("ibv_create_cq of " + std::to_string(cqe) + " entries failed");
+
+  p->controlStride_ = roundUp(sizeof(Announce) * channels + sizeof(Notice), 64);
+  p->controls_.assign(size_t(linked) * 2 * p->controlStride_, 0);
+  p->controlMr_ = api.regMr(dev.pd(), p->controls_.data(), p->controls_.size(),
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (p->controlMr_ == nullptr) return systemError("ibv_reg_mr of the control blocks failed");
+
+  p->metaBytes_ = roundUp(sizeof(FifoControl) + nslots * sizeof(SlotHeader), 4096);
+  p->fifoBytes_ = p->metaBytes_ + roundUp(size_t(nslots) * p->options_.slotBytes, 4096);
+  p->arenaBytes_ = size_t(linked) * channels * 2 * p->fifoBytes_;
+  void* mem = ::mmap(nullptr, p->arenaBytes_, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    p->arenaBytes_ = 0;
+    return errnoError("RDMA transport: mapping the FIFOs", errno);
+  }
+  p->arena_ = static_cast<char*>(mem);
+
+  for (int r = 0; r < n; ++r) {
+    if (!p->linked(r)) continue;
+    for (int c = 0; c < channels; ++c) {
+      new (p->view(p->fifoIndex(r, c), true).control) FifoControl();
+      new (p->view(p->fifoIndex(r, c), false).control) FifoControl();
+    }
+    Peer& peer = *p->peers_[r];
+    ibv_qp_init_attr init{};
+    init.send_cq = p->cq_;
+    init.recv_cq = p->cq_;
+    init.cap.max_send_wr = static_cast<uint32_t>(p->sendDepth_);
+    init.cap.max_recv_wr = static_cast<uint32_t>(p->recvDepth_);
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.qp_type = IBV_QPT_RC;
+    peer.qp = api.createQp(dev.pd(), &init);
+    if (peer.qp == nullptr)
+      return systemError("ibv_create_qp for rank " + std::to_string(r) + " failed");
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = dev.port();
+    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (api.modifyQp(peer.qp, &attr,
+                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+      return systemError("queue pair for rank " + std::to_string(r) + ": INIT failed");
+    }
+    uint32_t psn = 0;
+    RETURN_IF_ERROR(randomBytes(&psn, sizeof(psn)));
+    peer.psn = psn & 0xffffff;
+    for (int i = 0; i < p->recvDepth_; ++i) {
+      ibv_recv_wr wr{};
+      wr.wr_id = wrId(kRecvWr, r, 0, 0);
+      ibv_recv_wr* bad = nullptr;
+      if (api.postRecv(peer.qp, &wr, &bad) != 0) return systemError("ibv_post_recv failed");
+    }
+  }
+  return p;
+}
+
+IbProxy::~IbProxy() {
+  close(false, 0);
+  for (auto& peer : peers_) {
+    if (peer && peer->qp != nullptr) api_.destroyQp(peer->qp);
+  }
+  cache_.reset();
+  if (controlMr_ != nullptr) api_.deregMr(controlMr_);
+  if (cq_ != nullptr) api_.destroyCq(cq_);
+  if (channel_ != nullptr) api_.destroyCompChannel(channel_);
+  device_.reset();
+  if (arena_ != nullptr) ::munmap(arena_, arenaBytes_);
+  if (epollFd_ >= 0) ::close(epollFd_);
+  if (eventFd_ >= 0) ::close(eventFd_);
+}
+
+FifoView IbProxy::view(size_t index, bool send) const {
+  const int peer = static_cast<int>(index / options_.maxChannels);
+  const int channel = static_cast<int>(index % options_.maxChannels);
+  char* base =
+      arena_ + ((size_t(arenaSlot_[peer]) * options_.maxChannels + channel) * 2 + (send ? 0 : 1)) *
+                   fifoBytes_;
+  FifoView v;
+  v.control = reinterpret_cast<FifoControl*>(base);
+  v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
+  v.data = base + metaBytes_;
+  v.nslots = options_.nslots;
+  v.slotBytes = options_.slotBytes;
+  return v;
+}
+
+size_t IbProxy::controlOffset(int peer, bool inbox) const {
+  return (size_t(arenaSlot_[peer]) * 2 + (inbox ? 0 : 1)) * controlStride_;
+}
+
+char* IbProxy::controlBlock(int peer, bool inbox) const {
+  return const_cast<char*>(controls_.data()) + controlOffset(peer, inbox);
+}
+
+QpInfo IbProxy::localInfo(int peer) const {
+  QpInfo info;
+  const Peer& p = *peers_[peer];
+  info.qpn = p.qp->qp_num;
+  info.psn = p.psn;
+  info.lid = device_->lid();
+  info.ethernet = device_->ethernet() ? 1 : 0;
+  info.mtu = static_cast<uint8_t>(device_->mtu());
+  std::memcpy(info.gid, device_->gid().raw, sizeof(info.gid));
+  info.controlAddr = reinterpret_cast<uint64_t>(controlBlock(peer, /*inbox=*/true));
+  info.controlRkey = controlMr_->rkey;
+  info.nslots = options_.nslots;
+  info.slotBytes = options_.slotBytes;
+  info.maxChannels = static_cast<uint32_t>(options_.maxChannels);
+  return info;
+}
+
+Status IbProxy::connect(int peer, const QpInfo& remote) {
+  const std::string who = options_.peerNames[peer];
+  if (remote.nslots != options_.nslots || remote.slotBytes != options_.slotBytes ||
+      remote.maxChannels != static_cast<uint32_t>(options_.maxChannels)) {
+    return invalidUsage(who +
+                        " has other FIFO shapes (BRAID_NSLOTS, BRAID_CHUNK_BYTES or "
+                        "BRAID_NCHANNELS differ between ranks?)");
+  }
+  if ((remote.ethernet != 0) != device_->ethernet()) {
+    return invalidUsage(who + " is on " + (remote.ethernet ? "RoCE" : "InfiniBand") +
+                        ", this rank on " + (device_->ethernet() ? "RoCE" : "InfiniBand"));
+  }
+  Peer& p = *peers_[peer];
+  p.remoteControl = remote.controlAddr;
+  p.remoteControlRkey = remote.controlRkey;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu, device_->mtu()));
+  attr.dest_qp_num = remote.qpn;
+  attr.rq_psn = remote.psn;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = 12;
+  attr.ah_attr.dlid = remote.lid;
+  attr.ah_attr.sl = 0;
+  attr.ah_attr.src_path_bits = 0;
+  attr.ah_attr.port_num = device_->port();
+  if (device_->ethernet()) {
+    attr.ah_attr.is_global = 1;
+    std::memcpy(attr.ah_attr.grh.dgid.raw, remote.gid, sizeof(remote.gid));
+    attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device_->gidIndex());
+    attr.ah_attr.grh.hop_limit = 255;
+  }
+  if (api_.modifyQp(p.qp, &attr,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+    return systemError("queue pair with " + who + ": RTR failed");
+  }
+  attr = ibv_qp_attr{};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try
+  attr.retry_cnt = 7;
+  attr.rnr_retry = 7;
+  attr.sq_psn = p.psn;
+  attr.max_rd_atomic = 1;
+  if (api_.modifyQp(p.qp, &attr,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+    return systemError("queue pair with " + who + ": RTS failed");
+  }
+  return okStatus();
+}
+
+Status IbProxy::start() {
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& e) {
+    return systemError(std::string("RDMA transport: proxy thread: ") + e.what());
+  }
+  return okStatus();
+}
+
+void IbProxy::close(bool flush, double flushSeconds) {
+  if (closed_) return;
+  closed_ = true;
+  if (hasFailure_.load()) flush = false;
+  flushSeconds_ = flushSeconds;
+  mode_.store(flush ? Mode::kFlush : Mode::kStop, std::memory_order_release);
+  const uint64_t one = 1;
+  if (eventFd_ >= 0) (void)!::write(eventFd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+}
+
+FifoView IbProxy::sendFifo(int peer, int channel) {
+  const size_t f = fifoIndex(peer, channel);
+  if (!sendOpened_[f].exchange(true)) openedGeneration_.fetch_add(1, std::memory_order_release);
+  return view(f, true);
+}
+
+FifoView IbProxy::recvFifo(int peer, int channel) {
+  const size_t f = fifoIndex(peer, channel);
+  if (!recvOpened_[f].exchange(true)) {
+    openedGeneration_.fetch_add(1, std::memory_order_release);
+    // The sender waits for this FIFO's announcement: make the proxy send it now.
+    const uint64_t one = 1;
+    (void)!::write(eventFd_, &one, sizeof(one));
+  }
+  return view(f, false);
+}
+
+bool IbProxy::peerAlive(int peer) {
+  if (!linked(peer)) return true;
+  Peer& p = *peers_[peer];
+  if (!p.alive.load(std::memory_order_acquire)) return false;
+  // Only a write notices that a peer's queue pair is gone; ask the proxy for one.
+  if (!p.probe.exchange(true)) {
+    probePending_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    (void)!::write(eventFd_, &one, sizeof(one));
+  }
+  return true;
+}
+
+std::optional<Status> IbProxy::failure() const {
+  if (!hasFailure_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void IbProxy::notifyFailure(int failedRank, braidResult_t code, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (noticeQueued_) return;
+    noticeQueued_ = true;
+    notice_.origin = failedRank;
+    notice_.code = code;
+    notice_.bytes = static_cast<uint32_t>(std::min(message.size(), sizeof(notice_.text)));
+    std::memcpy(notice_.text, message.data(), notice_.bytes);
+  }
+  noticePending_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  (void)!::write(eventFd_, &one, sizeof(one));
+}
+
+// ---- The proxy thread -----------------------------------------------------------------------
+
+void IbProxy::run() {
+  epoll_event events[4];
+  bool idle = false;
+  bool flushing = false;
+  bool lingering = false;
+  Clock::time_point idleSince;
+  Clock::time_point flushEnd;
+  Clock::time_point lingerEnd;
+  for (;;) {
+    const Mode mode = mode_.load(std::memory_order_acquire);
+    if (mode == Mode::kStop) break;
+    bool moved = refreshOpened();
+    if (mode == Mode::kFlush) {
+      const auto now = Clock::now();
+      if (!flushing) {
+        flushing = true;
+        flushEnd = now + std::chrono::milliseconds(static_cast<int64_t>(flushSeconds_ * 1000));
+      }
+      // Everything posted is in the peers' memory: say goodbye, so that they stop writing here,
+      // and wait for theirs before the queue pairs go (a write to a destroyed one fails).
+      if (!lingering && (flushed() || now > flushEnd)) {
+        sayGoodbye();
+        lingering = true;
+        lingerEnd = now + kLinger;
+      }
+      if (lingering && (allGone() || now > lingerEnd)) break;
+    }
+    if (!lingering) {
+      moved |= scanRecvs();
+      moved |= scanSends();
+      moved |= sendNotices();
+      moved |= sendProbes();
+    }
+    moved |= pollCompletions();
+    int timeout = 0;
+    bool sleeping = false;
+    if (moved) {
+      idle = false;
+      continue;
+    }
+    const auto now = Clock::now();
+    if (!idle) {
+      idle = true;
+      idleSince = now;
+      continue;
+    }
+    if (now - idleSince <= kYield) {
+      if (now - idleSince > kSpin) sched_yield();
+      continue;
+    }
+    // Sleep: raise `sleeping` and arm the completion queue, then look once more (fifo.h).
+    waker_.sleeping.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    sleeping = true;
+    if (cq_ != nullptr) api_.reqNotifyCq(cq_, 0);
+    if ((!lingering && (scanRecvs() | scanSends() | sendNotices() | sendProbes())) |
+        pollCompletions()) {
+      waker_.sleeping.store(0, std::memory_order_relaxed);
+      idle = false;
+      continue;
+    }
+    timeout = mode == Mode::kRun ? kSleepMs : kFlushSleepMs;
+    const int n = ::epoll_wait(epollFd_, events, 4, timeout);
+    if (sleeping) waker_.sleeping.store(0, std::memory_order_relaxed);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kEventTag) {
+        uint64_t v = 0;
+        (void)!::read(eventFd_, &v, sizeof(v));
+      } else if (channel_ != nullptr) {
+        ibv_cq* cq = nullptr;
+        void* context = nullptr;
+        unsigned got = 0;
+        while (api_.getCqEvent(channel_, &cq, &context) == 0) ++got;
+        if (got > 0) api_.ackCqEvents(cq_, got);
+      }
+    }
+    idle = false;
+  }
+}
+
+bool IbProxy::refreshOpened() {
+  const uint64_t generation = openedGeneration_.load(std::memory_order_acquire);
+  if (generation == openedSeen_) return false;
+  openedSeen_ = generation;
+  openedSends_.clear();
+  openedRecvs_.clear();
+  const size_t fifos = size_t(options_.nranks) * options_.maxChannels;
+  for (size_t f = 0; f < fifos; ++f) {
+    if (recvOpened_[f].load(std::memory_order_acquire)) openedRecvs_.push_back(static_cast<int>(f));
+    if (!sendOpened_[f].load(std::memory_order_acquire)) continue;
+    openedSends_.push_back(static_cast<int>(f));
+    SendState& st = send_[f];
+    if (st.registered) continue;
+    // The rank posts into this FIFO: register it so that the HCA can read it.
+    const FifoView v = view(f, true);
+    Result<ibv_mr*> mr = cache_->acquire(v.control, fifoBytes_);
+    if (!mr.ok()) {
+      fail(mr.status().withContext("registering a send FIFO"));
+      continue;
+    }
+    fifoMrs_.push_back(mr.value());
+    st.lkey = mr.value()->lkey;
+    st.registered = true;
+  }
+  return true;
+}
+
+Status IbProxy::postWrite(int peer, uint64_t id, ibv_sge* sge, uint64_t remote, uint32_t rkey,
+                          std::optional<uint32_t> imm) {
+  Peer& p = *peers_[peer];
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = sge;
+  wr.num_sge = sge != nullptr ? 1 : 0;
+  wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (imm) wr.imm_data = htonl(*imm);
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (api_.postSend(p.qp, &wr, &bad) != 0) return systemError("ibv_post_send failed");
+  ++p.outstanding;
+  return okStatus();
+}
+
+bool IbProxy::scanSends() {
+  bool moved = false;
+  const uint32_t nslots = options_.nslots;
+  for (int f : openedSends_) {
+    const int peer = f / options_.maxChannels;
+    const int channel = f % options_.maxChannels;
+    Peer& p = *peers_[peer];
+    SendState& st = send_[f];
+    if (!st.registered || !st.announced || !p.alive.load(std::memory_order_relaxed)) continue;
+    const FifoView v = view(f, true);
+    const uint64_t head = v.control->head.load(std::memory_order_acquire);
+    while (st.queued < head && st.queued < st.creditTail + nslots &&
+           p.outstanding + 2 <= sendDepth_) {
+      const uint32_t index = static_cast<uint32_t>(st.queued % nslots);
+      const uint32_t bytes = std::min(v.headers[index].bytes, options_.slotBytes);
+      // The data, then the header with the immediate that tells the receiver: RC delivers them
+      // in order, so the slot is whole when the receiver sees the immediate.
+      ibv_sge data{reinterpret_cast<uint64_t>(v.data + size_t(index) * options_.slotBytes), bytes,
+                   st.lkey};
+      ibv_sge header{reinterpret_cast<uint64_t>(&v.headers[index]),
+                     static_cast<uint32_t>(sizeof(SlotHeader)), st.lkey};
+      ibv_send_wr w[2]{};
+      w[0].wr_id = wrId(kPartWr, peer, channel, 0);
+      w[0].sg_list = &data;
+      w[0].num_sge = 1;
+      w[0].opcode = IBV_WR_RDMA_WRITE;
+      w[0].wr.rdma.remote_addr = st.remoteAddr + metaBytes_ + uint64_t(index) * options_.slotBytes;
+      w[0].wr.rdma.rkey = st.rkey;
+      w[0].next = &w[1];
+      const int count = bytes > 0 ? 2 : 1;
+      w[1].wr_id = wrId(kDataWr, peer, channel, count);
+      w[1].sg_list = &header;
+      w[1].num_sge = 1;
+      w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      w[1].send_flags = IBV_SEND_SIGNALED;
+      w[1].imm_data = htonl(packImm(ImmKind::kData, static_cast<uint32_t>(channel), 0));
+      w[1].wr.rdma.remote_addr =
+          st.remoteAddr + sizeof(FifoControl) + uint64_t(index) * sizeof(SlotHeader);
+      w[1].wr.rdma.rkey = st.rkey;
+      ibv_send_wr* bad = nullptr;
+      if (api_.postSend(p.qp, bytes > 0 ? &w[0] : &w[1], &bad) != 0) {
+        peerGone(peer, "ibv_post_send failed");
+        break;
+      }
+      p.outstanding += count;
+      ++st.queued;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+bool IbProxy::scanRecvs() {
+  bool moved = false;
+  for (int f : openedRecvs_) {
+    const int peer = f / options_.maxChannels;
+    const int channel = f % options_.maxChannels;
+    Peer& p = *peers_[peer];
+    if (!p.alive.load(std::memory_order_relaxed) || p.outstanding >= sendDepth_) continue;
+    RecvState& st = recv_[f];
+    const FifoView v = view(f, false);
+    if (!st.announced) {
+      // Register the FIFO and tell the sender where it is; only then may it write.
+      Result<ibv_mr*> mr = cache_->acquire(v.control, fifoBytes_);
+      if (!mr.ok()) {
+        fail(mr.status().withContext("registering a receive FIFO"));
+        continue;
+      }
+      fifoMrs_.push_back(mr.value());
+      auto* out = reinterpret_cast<Announce*>(controlBlock(peer, /*inbox=*/false)) + channel;
+      out->addr = reinterpret_cast<uint64_t>(v.control);
+      out->rkey = mr.value()->rkey;
+      out->valid = 1;
+      ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(Announce)),
+                  controlMr_->lkey};
+      Status s =
+          postWrite(peer, wrId(kControlWr, peer, channel, 1), &sge,
+                    p.remoteControl + uint64_t(channel) * sizeof(Announce), p.remoteControlRkey,
+                    packImm(ImmKind::kAnnounce, static_cast<uint32_t>(channel), 0));
+      if (!s.ok()) {
+        peerGone(peer, s.message());
+        continue;
+      }
+      st.announced = true;
+      moved = true;
+      continue;
+    }
+    const uint64_t tail = v.control->tail.load(std::memory_order_acquire);
+    if (tail <= st.creditSent) continue;
+    Status s = postWrite(peer, wrId(kControlWr, peer, channel, 1), nullptr, p.remoteControl,
+                         p.remoteControlRkey,
+                         packImm(ImmKind::kCredit, static_cast<uint32_t>(channel),
+                                 static_cast<uint32_t>(tail & kImmValueMask)));
+    if (!s.ok()) {
+      peerGone(peer, s.message());
+      continue;
+    }
+    st.creditSent = tail;
+    moved = true;
+  }
+  return moved;
+}
+
+bool IbProxy::sendNotices() {
+  if (!noticePending_.load(std::memory_order_acquire)) return false;
+  noticePending_.store(false);
+  Notice notice;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notice = notice_;
+  }
+  for (int r = 0; r < options_.nranks; ++r) {
+    if (!linked(r) || !peers_[r]->alive.load()) continue;
+    Peer& p = *peers_[r];
+    auto* out =
+        reinterpret_cast<Notice*>(controlBlock(r, false) + sizeof(Announce) * options_.maxChannels);
+    *out = notice;
+    ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(Notice)),
+                controlMr_->lkey};
+    (void)postWrite(r, wrId(kControlWr, r, 0, 1), &sge,
+                    p.remoteControl + sizeof(Announce) * options_.maxChannels, p.remoteControlRkey,
+                    packImm(ImmKind::kNotice, 0, static_cast<uint32_t>(notice.code)));
+  }
+  return true;
+}
+
+bool IbProxy::sendProbes() {
+  if (!probePending_.load(std::memory_order_acquire)) return false;
+  probePending_.store(false);
+  const auto now = Clock::now();
+  bool moved = false;
+  for (int r = 0; r < options_.nranks; ++r) {
+    if (!linked(r)) continue;
+    Peer& p = *peers_[r];
+    if (!p.probe.load() || !p.alive.load()) continue;
+    if (now - p.lastProbe < kProbeEvery || p.outstanding >= sendDepth_) {
+      probePending_.store(true);  // later
+      continue;
+    }
+    p.probe.store(false);
+    p.lastProbe = now;
+    // A zero-length write: no receive is consumed; it fails only if the peer's queue pair is gone.
+    if (!postWrite(r, wrId(kControlWr, r, 0, 1), nullptr, p.remoteControl, p.remoteControlRkey,
+                   std::nullopt)
+             .ok()) {
+      peerGone(r, "ibv_post_send failed");
+    }
+    moved = true;
+  }
+  return moved;
+}
+
+void IbProxy::sayGoodbye() {
+  for (int r = 0; r < options_.nranks; ++r) {
+    if (!linked(r) || !peers_[r]->alive.load()) continue;
+    Peer& p = *peers_[r];
+    if (p.outstanding >= sendDepth_ ||
+        !postWrite(r, wrId(kControlWr, r, 0, 1), nullptr, p.remoteControl, p.remoteControlRkey,
+                   packImm(ImmKind::kBye, 0, 0))
+             .ok()) {
+      peerGone(r, "no room for a goodbye");
+    }
+  }
+}
+
+bool IbProxy::allGone() const {
+  for (int r = 0; r < options_.nranks; ++r) {
+    // A peer that has said goodbye is gone; our own goodbye must have left too.
+    if (linked(r) && (peers_[r]->alive.load() || peers_[r]->outstanding > 0)) return false;
+  }
+  return true;
+}
+
+bool IbProxy::pollCompletions() {
+  if (cq_ == nullptr) return false;
+  bool moved = false;
+  ibv_wc wc[32];
+  for (;;) {
+    const int n = api_.pollCq(cq_, 32, wc);
+    if (n < 0) {
+      fail(systemError("ibv_poll_cq failed"));
+      return moved;
+    }
+    for (int i = 0; i < n; ++i) completion(wc[i]);
+    moved |= n > 0;
+    if (n < 32) return moved;
+  }
+}
+
+void IbProxy::completion(const ibv_wc& wc) {
+  const auto kind = static_cast<WrKind>(wc.wr_id >> 56);
+  const int peer = static_cast<int>((wc.wr_id >> 32) & 0xffffff);
+  const int channel = static_cast<int>((wc.wr_id >> 24) & 0xff);
+  const int count = static_cast<int>(wc.wr_id & 0xff);
+  if (!linked(peer))
+    return fail(internalError("completion for unknown rank " + std::to_string(peer)));
+  Peer& p = *peers_[peer];
+  if (kind != kRecvWr) p.outstanding -= count;
+  if (wc.status != IBV_WC_SUCCESS) {
+    return peerGone(peer, std::string(kind == kRecvWr ? "receive" : "RDMA write") +
+                              " completed with status " + std::to_string(wc.status));
+  }
+  if (kind == kRecvWr) {
+    if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
+      return fail(
+          internalError("a receive without immediate data from " + options_.peerNames[peer]));
+    }
+    received(peer, ntohl(wc.imm_data));
+    ibv_recv_wr wr{};
+    wr.wr_id = wc.wr_id;
+    ibv_recv_wr* bad = nullptr;
+    if (p.alive.load() && api_.postRecv(p.qp, &wr, &bad) != 0)
+      peerGone(peer, "ibv_post_recv failed");
+    return;
+  }
+  if (kind == kDataWr) {
+    SendState& st = send_[fifoIndex(peer, channel)];
+    ++st.released;  // completions of one queue pair come in order
+    view(fifoIndex(peer, channel), true)
+        .control->tail.store(st.released, std::memory_order_seq_cst);
+    wakeRank();
+  }
+}
+
+void IbProxy::received(int peer, uint32_t imm) {
+  const auto kind = static_cast<ImmKind>(imm >> 29);
+  const auto channel = static_cast<int>((imm >> kImmValueBits) & 0x7f);
+  const uint32_t value = imm & kImmValueMask;
+  const std::string& who = options_.peerNames[peer];
+  if (channel >= options_.maxChannels) {
+    return fail(internalError(who + " wrote to channel " + std::to_string(channel)));
+  }
+  const size_t f = fifoIndex(peer, channel);
+  switch (kind) {
+    case ImmKind::kData: {
+      RecvState& st = recv_[f];
+      const FifoView v = view(f, false);
+      if (st.posted >= v.control->tail.load(std::memory_order_acquire) + options_.nslots) {
+        return fail(
+            internalError(who + " wrote beyond its credit on channel " + std::to_string(channel)));
+      }
+      ++st.posted;
+      v.control->head.store(st.posted, std::memory_order_seq_cst);
+      wakeRank();
+      return;
+    }
+    case ImmKind::kCredit: {
+      SendState& st = send_[f];
+      uint64_t tail = (st.creditTail & ~uint64_t(kImmValueMask)) | value;
+      if (tail < st.creditTail) tail += uint64_t(kImmValueMask) + 1;
+      if (tail > st.queued) return fail(internalError(who + " returned credit it was never sent"));
+      st.creditTail = tail;
+      return;
+    }
+    case ImmKind::kAnnounce: {
+      Announce a;
+      std::memcpy(&a, reinterpret_cast<Announce*>(controlBlock(peer, true)) + channel, sizeof(a));
+      if (a.valid != 1) return fail(internalError(who + " announced an invalid FIFO"));
+      SendState& st = send_[f];
+      st.remoteAddr = a.addr;
+      st.rkey = a.rkey;
+      st.announced = true;
+      return;
+    }
+    case ImmKind::kBye: return peerGone(peer, "closed");
+    case ImmKind::kNotice: {
+      Notice n;
+      std::memcpy(&n, controlBlock(peer, true) + sizeof(Announce) * options_.maxChannels,
+                  sizeof(n));
+      const std::string origin = n.origin >= 0 && n.origin < options_.nranks
+                                     ? options_.peerNames[n.origin]
+                                     : "rank " + std::to_string(n.origin);
+      const auto code = static_cast<braidResult_t>(n.code);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!failure_) {
+          failure_ = Status(code == braidSuccess ? braidRemoteError : code,
+                            origin + " failed: " +
+                                std::string(n.text, std::min<uint32_t>(n.bytes, sizeof(n.text))));
+        }
+      }
+      hasFailure_.store(true, std::memory_order_release);
+      wakeRank();
+      return;
+    }
+  }
+  fail(internalError(who + " sent an unknown immediate " + std::to_string(imm)));
+}
+
+void IbProxy::peerGone(int peer, const std::string& why) {
+  Peer& p = *peers_[peer];
+  if (!p.alive.exchange(false)) return;
+  if (options_.logger != nullptr && mode_.load() == Mode::kRun) {
+    BRAID_LOG(*options_.logger, kInfo, kNet, "RDMA transport: %s: %s",
+              options_.peerNames[peer].c_str(), why.c_str());
+  }
+  wakeRank();
+}
+
+void IbProxy::fail(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_) failure_ = Status(braidRemoteError, "RDMA transport: " + status.message());
+  }
+  hasFailure_.store(true, std::memory_order_release);
+  wakeRank();
+}
+
+bool IbProxy::flushed() const {
+  if (noticePending_.load(std::memory_order_acquire)) return false;
+  for (int f : openedSends_) {
+    const int peer = f / options_.maxChannels;
+    if (!peers_[peer]->alive.load()) continue;
+    if (send_[f].released != view(f, true).control->head.load(std::memory_order_acquire)) {
+      return false;
+    }
+  }
+  for (int r = 0; r < options_.nranks; ++r) {
+    if (linked(r) && peers_[r]->alive.load() && peers_[r]->outstanding > 0) return false;
+  }
+  return true;
+}
+
+}  // namespace braid
+
+#endif  // BRAID_HAVE_IBVERBS

@@ -1,0 +1,485 @@
+#include "tuner/calibration_probe.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "core/connectors.h"
+#include "core/executor.h"
+#include "core/progress.h"
+#include "kernels/cpu/reduce.h"
+#include "transport/fifo.h"
+#include "transport/transport.h"
+#include "tuner/plan_cost.h"
+
+namespace braid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// FIFOs of the probe: deep enough for a ring all-reduce (two slots at least).
+constexpr uint32_t kSlots = 4;
+// A hop carries one float: what a latency-bound collective step moves.
+constexpr uint32_t kTinyBytes = 4;
+
+struct AlignedFree {
+  void operator()(char* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, AlignedFree>;
+
+Result<Buffer> allocate(uint64_t bytes) {
+  const uint64_t rounded = std::max<uint64_t>(4096, (bytes + 4095) / 4096 * 4096);
+  void* p = std::aligned_alloc(4096, rounded);
+  if (p == nullptr) return systemError("calibration: cannot allocate " + std::to_string(bytes));
+  std::memset(p, 1, rounded);  // touched now, so page faults stay out of the timings
+  return Buffer(static_cast<char*>(p));
+}
+
+/// FIFOs between k ranks (each (sender, receiver, channel) a plan uses is made on first use) and
+/// the ranks' Wakers, in this process's memory.
+class LoopbackMesh {
+ public:
+  LoopbackMesh(int ranks, uint32_t slotBytes)
+      : slotBytes_(slotBytes), wakers_(std::make_unique<Waker[]>(ranks)) {}
+  /// The FIFO carrying `from`'s data to `to` on `channel`.
+  Result<FifoView> view(int from, int to, int channel) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Fifo& f = fifos_[{from, to, channel}];
+    if (f.control == nullptr) {
+      f.control = std::make_unique<FifoControl>();
+      f.headers.resize(kSlots);
+      ASSIGN_OR_RETURN(f.data, allocate(uint64_t{kSlots} * slotBytes_));
+    }
+    return FifoView{f.control.get(), f.headers.data(), f.data.get(), kSlots, slotBytes_};
+  }
+  Waker* waker(int rank) { return &wakers_[rank]; }
+
+ private:
+  struct Fifo {
+    std::unique_ptr<FifoControl> control;
+    std::vector<SlotHeader> headers;
+    Buffer data;
+  };
+  uint32_t slotBytes_;
+  std::mutex mutex_;
+  std::map<std::tuple<int, int, int>, Fifo> fifos_;
+  std::unique_ptr<Waker[]> wakers_;
+};
+
+class LoopbackTransport final : public Transport {
+ public:
+  LoopbackTransport(LoopbackMesh* mesh, int rank) : mesh_(mesh), rank_(rank) {}
+  std::string_view name() const override { return "loopback"; }
+  bool canConnect(int peer) const override { return peer != rank_; }
+  Result<SendConnector> sendConnector(int peer, int channel) override {
+    ASSIGN_OR_RETURN(FifoView v, mesh_->view(rank_, peer, channel));
+    return SendConnector(v, mesh_->waker(peer));
+  }
+  Result<RecvConnector> recvConnector(int peer, int channel) override {
+    ASSIGN_OR_RETURN(FifoView v, mesh_->view(peer, rank_, channel));
+    return RecvConnector(v, mesh_->waker(rank_));
+  }
+
+ private:
+  LoopbackMesh* mesh_;
+  int rank_;
+};
+
+class ProbeClient final : public ProgressClient {
+ public:
+  ProbeClient(Waker* waker, int rank) : waker_(waker), rank_(rank) {}
+  Status health() override { return okStatus(); }
+  bool peerAlive(int) override { return true; }
+  std::string describePeer(int peer) const override {
+    return "calibration thread " + std::to_string(peer);
+  }
+  Waker* waker() override { return waker_; }
+  double timeoutSeconds() const override { return 60; }
+  std::string who() const override { return "calibration thread " + std::to_string(rank_); }
+
+ private:
+  Waker* waker_;
+  int rank_;
+};
+
+/// The CPUs this process may run on, in order.
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+/// Confines the calling thread to `cpus` (all of the process's when empty); best effort, as the
+/// placement only shapes what is measured.
+void confineTo(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+Plan emptyProbePlan(int rank, int nranks, uint64_t bytes) {
+  Plan plan;
+  plan.coll = Collective::kSend;
+  plan.algo = Algorithm::kPairwise;
+  plan.rank = rank;
+  plan.nranks = nranks;
+  plan.elemSize = 4;
+  plan.inputBytes = bytes;
+  plan.outputBytes = bytes;
+  plan.lanes.resize(1);
+  return plan;
+}
+
+/// One thread per plan, thread r confined to cpus[r]: the seconds from the moment all are ready
+/// to the moment the last one finishes.
+Result<double> runGroup(const std::vector<Plan>& plans, const std::vector<PlanBuffers>& buffers,
+                        const std::vector<std::vector<int>>& cpus, uint32_t slotBytes) {
+  const int k = static_cast<int>(plans.size());
+  LoopbackMesh mesh(k, slotBytes);
+  const kernels::Reducer reducer(braidFloat32, braidSum, k);
+  CallDescriptor call;
+  call.coll = static_cast<uint8_t>(Collective::kSend);
+  std::atomic<int> ready{0};
+  std::vector<Clock::time_point> start(k);
+  std::vector<Clock::time_point> end(k);
+  std::vector<Status> status(k);
+  auto body = [&](int r) {
+    confineTo(cpus[r]);
+    LoopbackTransport transport(&mesh, r);
+    std::vector<Transport*> transports(k, &transport);
+    transports[r] = nullptr;
+    int channels = 1;
+    for (const Lane& lane : plans[r].lanes) channels = std::max(channels, lane.channel + 1);
+    ConnectorTable table(r, channels, std::move(transports));
+    PlanRun run(plans[r], buffers[r], reducer, call, &table);
+    ProbeClient client(mesh.waker(r), r);
+    std::vector<ProgressTask> tasks(1);
+    tasks[0].run = &run;
+    tasks[0].client = &client;
+    ready.fetch_add(1);
+    while (ready.load() < k) std::this_thread::yield();
+    start[r] = Clock::now();
+    status[r] = runTasks(tasks);
+    end[r] = Clock::now();
+  };
+  // Every rank on a thread of its own: the caller's CPU affinity stays as it was.
+  std::vector<std::thread> threads;
+  for (int r = 0; r < k; ++r) threads.emplace_back(body, r);
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : status) {
+    if (!s.ok()) return s.withContext("calibration probe");
+  }
+  return std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) -
+                                       *std::min_element(start.begin(), start.end()))
+      .count();
+}
+
+/// The given quantile of `runs` timings: other work on a shared machine only ever makes a run
+/// slower, so a low quantile of many short runs sees through it where one long run cannot.
+template <typename F>
+Result<double> lowQuantile(int runs, double quantile, F&& once) {
+  std::vector<double> seconds;
+  for (int i = 0; i < runs; ++i) {
+    ASSIGN_OR_RETURN(double s, once(i));
+    seconds.push_back(s);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[static_cast<size_t>(quantile * double(seconds.size() - 1))];
+}
+
+int scaled(double effort, int count) {
+  return std::max(2, static_cast<int>(std::lround(count * effort)));
+}
+
+class Probe {
+ public:
+  explicit Probe(const ProbeOptions& options) : options_(options) {}
+
+  Result<Calibration> run() {
+    const std::vector<int> cpus = allowedCpus();
+    Calibration c;
+    c.cpus = std::max<int>(1, static_cast<int>(cpus.size()));
+    if (cpus.size() >= 2) {
+      apart_ = {{cpus[0]}, {cpus[1]}};
+      // Four ranks on two cores: the smallest oversubscribed host.
+      crowded_ = std::vector<std::vector<int>>(4, {cpus[0], cpus[1]});
+    } else {
+      apart_ = {{}, {}};
+      crowded_ = {{}, {}};
+    }
+
+    ASSIGN_OR_RETURN(c.stepUs, stepCost());
+    // The kernels against the memory system: chunks that stay in the core's caches, and buffers
+    // twice the last-level cache that stream from memory.
+    const uint64_t dramBytes =
+        std::clamp<uint64_t>(2 * options_.llcBytes, 16ull << 20, 64ull << 20);
+    ASSIGN_OR_RETURN(c.copyCacheGBps, kernelRate(false, kCacheBytes, kCachePasses));
+    ASSIGN_OR_RETURN(c.reduceCacheGBps, kernelRate(true, kCacheBytes, kCachePasses));
+    ASSIGN_OR_RETURN(c.copyDramGBps, kernelRate(false, dramBytes, 1));
+    ASSIGN_OR_RETURN(c.reduceDramGBps, kernelRate(true, dramBytes, 1));
+    ASSIGN_OR_RETURN(c.transferGBps, transferRate(c));
+    // A one-way hop runs a send step and a receive step; what remains is the hand-off itself
+    // (the FIFO's counters, the header check, the other core fetching the slot).
+    ASSIGN_OR_RETURN(double pingPongUs, ringSeconds(apart_, kPingPongLaps));
+    pingPongUs = pingPongUs * 1e6 / (2.0 * kPingPongLaps);
+    c.hopUs = std::max(0.01, pingPongUs - 2 * c.stepUs);
+    ASSIGN_OR_RETURN(c.crowdedHopUs, fitCrowdedHop(c));
+    ASSIGN_OR_RETURN(c.crowdedPostUs, fitCrowdedPost(c));
+    RETURN_IF_ERROR(validateCalibration(c).withContext("calibration measured"));
+    return c;
+  }
+
+ private:
+  // Cache-resident kernels run over a chunk the size collectives move at once, many times.
+  static constexpr uint64_t kCacheBytes = 32 * 1024;
+  static constexpr int kCachePasses = 256;
+  // Short runs: the fastest of many short runs is one no other process interrupted.
+  static constexpr int kPingPongLaps = 20;
+  // Calls of the small ring all-reduce the crowded ranks run back to back.
+  static constexpr int kCalls = 10;
+
+  int runs(int count) const { return scaled(options_.effort, count * options_.repeats); }
+
+  /// Microseconds per executed step that copies one float locally, on one thread.
+  Result<double> stepCost() {
+    ASSIGN_OR_RETURN(Buffer in, allocate(kTinyBytes));
+    ASSIGN_OR_RETURN(Buffer out, allocate(kTinyBytes));
+    constexpr int kSteps = 2000;
+    Plan plan = emptyProbePlan(0, 1, kTinyBytes);
+    for (int i = 0; i < kSteps; ++i) {
+      plan.lanes[0].steps.push_back(makeLocalCopy(input(0), output(0), kTinyBytes));
+    }
+    const kernels::Reducer reducer(braidFloat32, braidSum, 1);
+    ConnectorTable table(0, 1, std::vector<Transport*>(1, nullptr));
+    ProbeClient client(nullptr, 0);
+    ASSIGN_OR_RETURN(double seconds, lowQuantile(runs(10), 0.25, [&](int) -> Result<double> {
+                       PlanRun run(plan, PlanBuffers{in.get(), out.get(), nullptr}, reducer,
+                                   CallDescriptor{}, &table);
+                       std::vector<ProgressTask> tasks(1);
+                       tasks[0].run = &run;
+                       tasks[0].client = &client;
+                       const Clock::time_point t0 = Clock::now();
+                       RETURN_IF_ERROR(runTasks(tasks));
+                       return std::chrono::duration<double>(Clock::now() - t0).count();
+                     }));
+    return seconds * 1e6 / kSteps;
+  }
+
+  /// k ranks pass one float around a ring `laps` times, every rank forwarding what it receives
+  /// (with two ranks: a ping-pong). Each rank's plan: send, then laps*k - 1 receive-and-forward
+  /// steps, then a last receive.
+  static std::vector<Plan> ringPlans(int k, int laps) {
+    std::vector<Plan> plans;
+    for (int r = 0; r < k; ++r) {
+      plans.push_back(emptyProbePlan(r, k, kTinyBytes));
+      std::vector<Step>& steps = plans.back().lanes[0].steps;
+      const int next = (r + 1) % k;
+      const int prev = (r + k - 1) % k;
+      steps.push_back(makeSend(next, input(0), kTinyBytes));
+      for (int i = 1; i < laps * k; ++i) {
+        steps.push_back(makeRecvCopySend(prev, next, output(0), kTinyBytes));
+      }
+      steps.push_back(makeRecv(prev, output(0), kTinyBytes));
+    }
+    return plans;
+  }
+
+  /// Seconds of the fastest ringPlans run with the threads placed as `cpus` says.
+  Result<double> ringSeconds(const std::vector<std::vector<int>>& cpus, int laps) {
+    const int k = static_cast<int>(cpus.size());
+    const std::vector<Plan> plans = ringPlans(k, laps);
+    std::vector<Buffer> owned;
+    std::vector<PlanBuffers> buffers;
+    for (int r = 0; r < k; ++r) {
+      ASSIGN_OR_RETURN(Buffer b, allocate(kTinyBytes));
+      buffers.push_back({b.get(), b.get(), nullptr});
+      owned.push_back(std::move(b));
+    }
+    return lowQuantile(runs(15), 0.0, [&](int) { return runGroup(plans, buffers, cpus, 4096); });
+  }
+
+  /// The hand-off latency with which the cost model's simulation (plan_cost.h: ranks sharing
+  /// cores fairly, every hop crowdedHopUs) of four ranks on two cores running the ring all-reduce
+  /// of a small message, call after call, takes as long as those ranks really took. The
+  /// simulation grows with the latency, so bisection finds it.
+  Result<double> fitCrowdedHop(const Calibration& c) {
+    ASSIGN_OR_RETURN(std::vector<Plan> plans, repeatedPlans(Algorithm::kRing, 1));
+    ASSIGN_OR_RETURN(const double targetUs, crowdedUs(plans));
+    SimMachine m = crowdedMachine(c);
+    return bisect(c.hopUs, targetUs, targetUs, [&](double hopUs) {
+      m.hopUs[0] = hopUs;
+      return simulatePlans(plans, m);
+    });
+  }
+
+  /// The CPU a crowded rank spends per slot it posts (waking a peer that yields or sleeps): fitted
+  /// the same way, the hand-off latency known, to the direct all-reduce over four channels, whose
+  /// every call posts twelve slots per rank.
+  Result<double> fitCrowdedPost(const Calibration& c) {
+    ASSIGN_OR_RETURN(std::vector<Plan> plans, repeatedPlans(Algorithm::kDirect, 4));
+    ASSIGN_OR_RETURN(const double targetUs, crowdedUs(plans));
+    SimMachine m = crowdedMachine(c);
+    m.hopUs[0] = c.crowdedHopUs;
+    return bisect(0.0, targetUs, targetUs, [&](double postUs) {
+      m.postUs[0] = postUs;
+      return simulatePlans(plans, m);
+    });
+  }
+
+  /// Every crowded rank's plan of kCalls small all-reduces back to back.
+  Result<std::vector<Plan>> repeatedPlans(Algorithm algo, int nchannels) const {
+    const int k = static_cast<int>(crowded_.size());
+    PlanRequest request;
+    request.coll = Collective::kAllReduce;
+    request.algo = algo;
+    request.nranks = k;
+    request.count = 4 * uint64_t(k) * uint64_t(nchannels);
+    request.chunkBytes = kTinyBytes * 4;
+    request.nchannels = nchannels;
+    std::vector<Plan> plans;
+    for (int r = 0; r < k; ++r) {
+      request.rank = r;
+      ASSIGN_OR_RETURN(Plan once, buildPlan(request));
+      Plan repeated = once;
+      for (int call = 1; call < kCalls; ++call) {
+        for (size_t l = 0; l < once.lanes.size(); ++l) {
+          repeated.lanes[l].steps.insert(repeated.lanes[l].steps.end(), once.lanes[l].steps.begin(),
+                                         once.lanes[l].steps.end());
+        }
+      }
+      plans.push_back(std::move(repeated));
+    }
+    return plans;
+  }
+
+  /// Microseconds the crowded ranks take for `plans` (the fastest of several runs).
+  Result<double> crowdedUs(const std::vector<Plan>& plans) {
+    std::vector<Buffer> owned;
+    std::vector<PlanBuffers> buffers;
+    for (size_t r = 0; r < plans.size(); ++r) {
+      ASSIGN_OR_RETURN(Buffer in, allocate(4096));
+      ASSIGN_OR_RETURN(Buffer out, allocate(4096));
+      ASSIGN_OR_RETURN(Buffer scratch, allocate(4096));
+      buffers.push_back({in.get(), out.get(), scratch.get()});
+      owned.push_back(std::move(in));
+      owned.push_back(std::move(out));
+      owned.push_back(std::move(scratch));
+    }
+    ASSIGN_OR_RETURN(double seconds, lowQuantile(runs(10), 0.0, [&](int) {
+                       return runGroup(plans, buffers, crowded_, 4096);
+                     }));
+    return seconds * 1e6;
+  }
+
+  /// The cost model's machine for the crowded ranks (plan_cost.h).
+  SimMachine crowdedMachine(const Calibration& c) const {
+    SimMachine m;
+    m.nranks = static_cast<int>(crowded_.size());
+    m.hostOf.assign(crowded_.size(), 0);
+    m.cores = {std::min(c.cpus, 2)};
+    m.hopUs = {c.hopUs};
+    m.postUs = {0};
+    m.stepUs = c.stepUs;
+    m.bytes.copy = 1e-3 / c.copyCacheGBps;
+    m.bytes.reduce = 1e-3 / c.reduceCacheGBps;
+    m.bytes.transfer = 1e-3 / c.transferGBps;
+    return m;
+  }
+
+  /// The x in [lo, hi] at which simulated(x), which grows with x, reaches targetUs; lo when even
+  /// lo overshoots it.
+  template <typename F>
+  static Result<double> bisect(double lo, double hi, double targetUs, F&& simulated) {
+    ASSIGN_OR_RETURN(const double floorUs, simulated(lo));
+    if (targetUs <= floorUs) return lo;
+    for (int i = 0; i < 40; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      ASSIGN_OR_RETURN(double t, simulated(mid));
+      (t < targetUs ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  }
+
+  /// The cross-core transfer: rank 0 streams 32 KiB slots from a cached buffer, rank 1 copies
+  /// them into its own; per byte, rank 1's step time less its step cost and the copy itself.
+  Result<double> transferRate(const Calibration& c) {
+    constexpr uint32_t kChunk = 32 * 1024;
+    constexpr uint64_t kBuffer = 256 * 1024;
+    constexpr int kPasses = 8;
+    std::vector<Plan> plans = {emptyProbePlan(0, 2, kBuffer), emptyProbePlan(1, 2, kBuffer)};
+    for (int p = 0; p < kPasses; ++p) {
+      for (uint64_t off = 0; off < kBuffer; off += kChunk) {
+        plans[0].lanes[0].steps.push_back(makeSend(1, input(off), kChunk));
+        plans[1].lanes[0].steps.push_back(makeRecv(0, output(off), kChunk));
+      }
+    }
+    ASSIGN_OR_RETURN(Buffer in, allocate(kBuffer));
+    ASSIGN_OR_RETURN(Buffer out, allocate(kBuffer));
+    const std::vector<PlanBuffers> buffers = {{in.get(), nullptr, nullptr},
+                                              {nullptr, out.get(), nullptr}};
+    ASSIGN_OR_RETURN(double seconds, lowQuantile(runs(5), 0.0, [&](int) {
+                       return runGroup(plans, buffers, apart_, kChunk);
+                     }));
+    const double chunks = double(kPasses) * double(kBuffer / kChunk);
+    const double perByteUs = (seconds * 1e6 / chunks - c.stepUs) / kChunk;
+    // What the transfer adds over the local copy; never below a tenth of the whole.
+    const double transferUs = std::max(perByteUs - 1e-3 / c.copyCacheGBps, 0.1 * perByteUs);
+    return 1e-3 / std::max(transferUs, 1e-9);
+  }
+
+  /// GB/s of kernels::copy (dst <- src) or of the float32 sum (dst <- dst + src) over `bytes`,
+  /// `passes` times per run, on one thread; bytes counted once per output byte.
+  Result<double> kernelRate(bool reduce, uint64_t bytes, int passes) {
+    if (bufferBytes_ < bytes) {
+      ASSIGN_OR_RETURN(src_, allocate(bytes));
+      ASSIGN_OR_RETURN(dst_, allocate(bytes));
+      bufferBytes_ = bytes;
+    }
+    const kernels::Reducer sum(braidFloat32, braidSum, 2);
+    ASSIGN_OR_RETURN(double seconds, lowQuantile(runs(3), 0.0, [&](int) -> Result<double> {
+                       const Clock::time_point t0 = Clock::now();
+                       for (int p = 0; p < passes; ++p) {
+                         if (reduce) {
+                           sum.reduce(dst_.get(), dst_.get(), src_.get(), bytes / 4);
+                         } else {
+                           kernels::copy(dst_.get(), src_.get(), bytes);
+                         }
+                       }
+                       return std::chrono::duration<double>(Clock::now() - t0).count();
+                     }));
+    return double(bytes) * passes / std::max(seconds, 1e-9) / 1e9;
+  }
+
+  ProbeOptions options_;
+  std::vector<std::vector<int>> apart_;
+  std::vector<std::vector<int>> crowded_;
+  Buffer src_;
+  Buffer dst_;
+  uint64_t bufferBytes_ = 0;
+};
+
+}  // namespace
+
+Result<Calibration> measureCalibration(const ProbeOptions& options) { return Probe(options).run(); }
+
+}  // namespace braid

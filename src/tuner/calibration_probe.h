@@ -1,0 +1,30 @@
+// The calibration probe: measures the constants of calibration.h. Latencies and the cross-core
+// transfer come from hand-made plans run through the real host data path (PlanRun, runTasks, the
+// CPU kernels, SendConnector and RecvConnector) by threads of this process - never the caller's
+// own, whose CPU affinity it leaves alone - over FIFOs in process memory laid out as the
+// shared-memory transport lays them out; copy and reduce rates from the kernels against the
+// memory system. Takes a few hundred milliseconds, once per host and build (then cached).
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "tuner/calibration.h"
+
+namespace braid {
+
+struct ProbeOptions {
+  /// Bytes of the last-level cache; the memory-rate measurements use buffers twice as large (at
+  /// least 16 MiB, at most 64 MiB) so that they run from memory, not from the cache.
+  uint64_t llcBytes = 32ull << 20;
+  /// Each measurement is many short runs of which a low quantile counts (a shared machine only
+  /// ever makes a run slower); this multiplies their number.
+  int repeats = 3;
+  /// Scales every iteration count (tests use a small one).
+  double effort = 1.0;
+};
+
+/// Measures this host. Errors only when the data path itself fails (a bug, not a slow machine).
+Result<Calibration> measureCalibration(const ProbeOptions& options);
+
+}  // namespace braid

@@ -1,0 +1,334 @@
+#include "tuner/cost_model.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "algorithms/algorithms.h"
+#include "core/little_endian.h"
+#include "topology/locality.h"
+
+namespace braid {
+namespace {
+
+// Without a cache size in the topology: a common server L3 (and this size's LLC of the machines
+// the library is developed on).
+constexpr uint64_t kAssumedLlcBytes = 32ull << 20;
+// Messages longer than two spans are simulated at one and two spans and extrapolated linearly:
+// past the pipeline's fill, every further chunk costs the same. A span is kSpanChunks chunks per
+// channel, or for the ring all-reduce (whose round is n chunks) at least kSpanRounds rounds.
+constexpr uint64_t kSpanChunks = 4;
+constexpr uint64_t kSpanRounds = 2;
+
+double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
+
+// Bytes one rank's buffers span in a call moving `bytes` per rank.
+uint64_t footprint(Collective coll, uint64_t bytes, int n) {
+  switch (coll) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: return bytes * (uint64_t(n) + 1);
+    case Collective::kAllToAll: return 2 * bytes * uint64_t(n);
+    default: return 2 * bytes;
+  }
+}
+
+}  // namespace
+
+HostShape hostShapeOf(const Topology& t) {
+  HostShape h;
+  h.cores = std::max(1, t.numCores());
+  for (int id : t.nodesOf(NodeKind::kCache))
+    h.llcBytes = std::max(h.llcBytes, t.node(id).cacheBytes);
+  const std::vector<int> packages = t.nodesOf(NodeKind::kPackage);
+  h.socketCrossingUs = 2 * defaultLinkModel(LinkKind::kInterSocket).latencyUs;
+  if (packages.size() >= 2) {
+    if (std::optional<TopoPath> p = t.path(packages[0], packages[1]))
+      h.socketCrossingUs = p->latencyUs;
+  }
+  const LinkModel net = defaultLinkModel(LinkKind::kNetwork);
+  h.networkLatencyUs = 2 * net.latencyUs;
+  h.networkGBps = net.bandwidthGBps;
+  const std::vector<int> nics = t.nics();
+  if (!nics.empty() && t.fabric() >= 0) {
+    if (std::optional<TopoPath> p = t.path(nics[0], t.fabric())) {
+      h.networkLatencyUs = 2 * p->latencyUs;
+      h.networkGBps = p->bandwidthGBps;
+    }
+  }
+  return h;
+}
+
+void encodeModelConstants(const ModelConstants& m, uint8_t* out) {
+  const Calibration& c = m.calibration;
+  const double values[] = {c.stepUs,
+                           c.hopUs,
+                           c.crowdedHopUs,
+                           c.copyCacheGBps,
+                           c.copyDramGBps,
+                           c.reduceCacheGBps,
+                           c.reduceDramGBps,
+                           static_cast<double>(c.cpus),
+                           static_cast<double>(m.host.cores),
+                           static_cast<double>(m.host.llcBytes),
+                           m.host.socketCrossingUs,
+                           m.host.networkLatencyUs,
+                           m.host.networkGBps,
+                           c.transferGBps,
+                           c.crowdedPostUs};
+  static_assert(sizeof(values) <= kModelConstantsWireBytes);
+  std::fill(out, out + kModelConstantsWireBytes, uint8_t{0});
+  for (size_t i = 0; i < std::size(values); ++i) {
+    putLe64(out + 8 * i, std::bit_cast<uint64_t>(values[i]));
+  }
+}
+
+ModelConstants decodeModelConstants(const uint8_t* in) {
+  auto at = [&](int i) { return std::bit_cast<double>(getLe64(in + 8 * i)); };
+  ModelConstants m;
+  Calibration& c = m.calibration;
+  c.stepUs = at(0);
+  c.hopUs = at(1);
+  c.crowdedHopUs = at(2);
+  c.copyCacheGBps = at(3);
+  c.copyDramGBps = at(4);
+  c.reduceCacheGBps = at(5);
+  c.reduceDramGBps = at(6);
+  c.cpus = static_cast<int>(at(7));
+  m.host.cores = static_cast<int>(at(8));
+  m.host.llcBytes = static_cast<uint64_t>(at(9));
+  m.host.socketCrossingUs = at(10);
+  m.host.networkLatencyUs = at(11);
+  m.host.networkGBps = at(12);
+  c.transferGBps = at(13);
+  c.crowdedPostUs = at(14);
+  return m;
+}
+
+Result<CostModel> CostModel::create(const ModelConstants& constants,
+                                    const std::vector<RankPlacement>& placements,
+                                    std::vector<int> ring, int nslots) {
+  RETURN_IF_ERROR(validateCalibration(constants.calibration).withContext("cost model"));
+  const int n = static_cast<int>(placements.size());
+  if (n < 1) return invalidArgument("cost model: no ranks");
+  if (!ring.empty() && static_cast<int>(ring.size()) != n) {
+    return invalidArgument("cost model: ring order of " + std::to_string(ring.size()) +
+                           " ranks for " + std::to_string(n));
+  }
+  CostModel model;
+  model.constants_ = constants;
+  model.ring_ = std::move(ring);
+  {
+    uint8_t wire[kModelConstantsWireBytes];
+    encodeModelConstants(constants, wire);
+    std::string& key = model.key_;
+    key.assign(reinterpret_cast<const char*>(wire), sizeof(wire));
+    auto add = [&key](const void* p, size_t bytes) {
+      key.append(static_cast<const char*>(p), bytes);
+    };
+    for (const RankPlacement& p : placements) {
+      add(&p.hostHash, sizeof(p.hostHash));
+      uint8_t locality[kLocalityWireBytes];
+      encodeLocality(p.locality, locality);
+      add(locality, sizeof(locality));
+    }
+    for (int r : model.ring_) add(&r, sizeof(r));
+    add(&nslots, sizeof(nslots));
+  }
+  SimMachine& m = model.machine_;
+  m.nranks = n;
+  m.nslots = std::max(1, nslots);
+  const Calibration& c = constants.calibration;
+  const HostShape& host = constants.host;
+  m.stepUs = c.stepUs;
+
+  std::map<uint64_t, int> hostIndex;
+  m.hostOf.resize(n);
+  for (int r = 0; r < n; ++r) {
+    auto [it, fresh] = hostIndex.try_emplace(placements[r].hostHash, int(hostIndex.size()));
+    m.hostOf[r] = it->second;
+  }
+  const int hosts = static_cast<int>(hostIndex.size());
+  // Cores a host's ranks share: the host's, unless their bindings cover fewer.
+  std::vector<int> bound(hosts, 0);
+  std::vector<int> ranksOn(hosts, 0);
+  for (int r = 0; r < n; ++r) {
+    const int cores = placements[r].locality.cores;
+    bound[m.hostOf[r]] += cores > 0 ? cores : host.cores;
+    ++ranksOn[m.hostOf[r]];
+  }
+  model.coresOfHost_.resize(hosts);
+  m.cores.resize(hosts);
+  m.hopUs.resize(hosts);
+  m.postUs.resize(hosts);
+  for (int h = 0; h < hosts; ++h) {
+    const int cores = std::max(1, std::min(host.cores, bound[h]));
+    model.coresOfHost_[h] = cores;
+    // Crowded: the ranks take turns on the cores and every hand-off waits for one.
+    const bool crowded = ranksOn[h] > cores;
+    m.cores[h] = cores;
+    m.hopUs[h] = crowded ? c.crowdedHopUs : c.hopUs;
+    m.postUs[h] = crowded ? c.crowdedPostUs : 0.0;
+  }
+  model.maxRanksPerHost_ = *std::max_element(ranksOn.begin(), ranksOn.end());
+  model.ranksOnHost_ = ranksOn;
+
+  bool packages = false;
+  for (int r = 1; r < n; ++r) {
+    packages |= placements[r].locality.package != placements[0].locality.package;
+  }
+  if (hosts > 1 || packages) {
+    // One serial network resource per (host, NIC): ranks sharing a NIC share its bandwidth.
+    std::map<std::pair<int, int64_t>, int> wireIndex;
+    m.links.resize(size_t(n) * n);
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) {
+        if (a == b) continue;
+        PairLink& l = m.links[size_t(a) * n + b];
+        const Locality& la = placements[a].locality;
+        const Locality& lb = placements[b].locality;
+        if (m.hostOf[a] != m.hostOf[b]) {
+          auto [it, fresh] =
+              wireIndex.try_emplace({m.hostOf[a], la.nearestNic}, int(wireIndex.size()));
+          l.wire = it->second;
+          l.wireUsPerByte = usPerByte(host.networkGBps);
+          l.latencyUs = host.networkLatencyUs;
+        } else if (la.package >= 0 && lb.package >= 0 && la.package != lb.package) {
+          l.latencyUs = host.socketCrossingUs;
+        }
+      }
+    }
+    m.wires = static_cast<int>(wireIndex.size());
+  }
+  return model;
+}
+
+double CostModel::cachedShare(Collective coll, uint64_t bytes) const {
+  const uint64_t llc = constants_.host.llcBytes > 0 ? constants_.host.llcBytes : kAssumedLlcBytes;
+  const double working = double(maxRanksPerHost_) * double(footprint(coll, bytes, machine_.nranks));
+  // The share of the traffic the cache serves, as if it held a fixed part of the working set.
+  return working <= double(llc) ? 1.0 : double(llc) / working;
+}
+
+double CostModel::crowding() const {
+  double most = 0;
+  for (size_t h = 0; h < coresOfHost_.size(); ++h) {
+    most = std::max(most, double(ranksOnHost_[h]) / double(coresOfHost_[h]));
+  }
+  return most;
+}
+
+SimMachine CostModel::machineFor(Collective coll, uint64_t bytes) const {
+  return machineWith(cachedShare(coll, bytes));
+}
+
+SimMachine CostModel::machineWith(double cached) const {
+  SimMachine m = machine_;
+  const Calibration& c = constants_.calibration;
+  // Kernels run at cache speed on slots and chunks; the caller's buffers add what memory costs
+  // over the cache for the share of them the cache does not hold (a memory copy touches two
+  // buffers, so each buffer carries half of the difference).
+  m.bytes.copy = usPerByte(c.copyCacheGBps);
+  m.bytes.reduce = usPerByte(c.reduceCacheGBps);
+  m.bytes.transfer = usPerByte(c.transferGBps);
+  const double memory = std::max(0.0, usPerByte(c.copyDramGBps) - usPerByte(c.copyCacheGBps));
+  m.bytes.user = (1 - cached) * memory / 2;
+  return m;
+}
+
+Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t bytes,
+                                   uint32_t chunkBytes, int nchannels,
+                                   const SimMachine& machine) const {
+  const int n = machine_.nranks;
+  PlanRequest request;
+  request.coll = coll;
+  request.algo = algo;
+  request.nranks = n;
+  request.elemSize = bytes % 4 == 0 ? 4 : 1;
+  request.count = bytes / request.elemSize;
+  request.chunkBytes =
+      std::max<uint32_t>(chunkBytes / request.elemSize * request.elemSize, request.elemSize);
+  request.nchannels = nchannels;
+  request.ring = ring_;
+  // The hierarchical algorithm groups ranks by host, numbered as the communicator numbers them.
+  if (algo == Algorithm::kHier && machine.cores.size() > 1) request.hosts = machine_.hostOf;
+  std::vector<Plan> plans;
+  plans.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    request.rank = r;
+    ASSIGN_OR_RETURN(Plan plan, buildPlan(request));
+    plans.push_back(std::move(plan));
+  }
+  return simulatePlans(plans, machine);
+}
+
+Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t bytes,
+                                  uint32_t chunkBytes, int nchannels) const {
+  if (coll == Collective::kSend || coll == Collective::kRecv) {
+    return invalidArgument("the cost model does not model send and receive");
+  }
+  if (!algorithmServes(algo, coll)) {
+    return invalidArgument(std::string(algorithmName(algo)) + " does not serve " +
+                           std::string(collectiveName(coll)));
+  }
+  if (chunkBytes == 0 || nchannels < 1) return invalidArgument("chunk and channels must be > 0");
+  if (bytes == 0 || machine_.nranks == 1) return 0.0;
+  const double cached = cachedShare(coll, bytes);
+  const uint64_t unit = uint64_t(chunkBytes) * uint64_t(nchannels);
+  uint64_t span = kSpanChunks * unit;
+  if (coll == Collective::kAllReduce && algo == Algorithm::kRing) {
+    const uint64_t n = uint64_t(nranks());
+    span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
+  }
+  if (bytes <= 2 * span) {
+    return simulate(coll, algo, bytes, chunkBytes, nchannels, machineWith(cached));
+  }
+  // Long messages: the cache's and memory's rates each extrapolated, then mixed as machineWith
+  // mixes them. The four simulations serve every long size of this candidate.
+  double mixed = 0;
+  for (const double share : {1.0, 0.0}) {
+    const double weight = share == 1.0 ? cached : 1.0 - cached;
+    if (weight == 0) continue;
+    ASSIGN_OR_RETURN(double one, remembered(coll, algo, span, chunkBytes, nchannels, share));
+    ASSIGN_OR_RETURN(double two, remembered(coll, algo, 2 * span, chunkBytes, nchannels, share));
+    const double perByte = std::max(0.0, two - one) / double(span);
+    mixed += weight * (two + perByte * double(bytes - 2 * span));
+  }
+  return mixed;
+}
+
+Result<double> CostModel::remembered(Collective coll, Algorithm algo, uint64_t bytes,
+                                     uint32_t chunkBytes, int nchannels, double cached) const {
+  const auto key = std::make_tuple(coll, algo, bytes, chunkBytes, nchannels, cached);
+  {
+    std::lock_guard<std::mutex> lock(memo_->mutex);
+    if (auto it = memo_->times.find(key); it != memo_->times.end()) return it->second;
+  }
+  ASSIGN_OR_RETURN(double t,
+                   simulate(coll, algo, bytes, chunkBytes, nchannels, machineWith(cached)));
+  std::lock_guard<std::mutex> lock(memo_->mutex);
+  memo_->times.emplace(key, t);
+  return t;
+}
+
+std::string CostModel::describe() const {
+  const Calibration& c = constants_.calibration;
+  int cores = 0;
+  for (int k : coresOfHost_) cores += k;
+  char text[512];
+  std::snprintf(
+      text, sizeof(text),
+      "%d ranks on %zu host(s), %d core(s) for them (ranks/core up to %.2f); step "
+      "%.3f us, hop %.3f us (crowded %.3f us), copy %.1f/%.1f GB/s and reduce "
+      "%.1f/%.1f GB/s (cache/memory), LLC %llu KiB",
+      machine_.nranks, coresOfHost_.size(), cores, crowding(), c.stepUs, c.hopUs, c.crowdedHopUs,
+      c.copyCacheGBps, c.copyDramGBps, c.reduceCacheGBps, c.reduceDramGBps,
+      static_cast<unsigned long long>(
+          (constants_.host.llcBytes ? constants_.host.llcBytes : kAssumedLlcBytes) >> 10));
+  return text;
+}
+
+}  // namespace braid

@@ -1,0 +1,123 @@
+// The cost model: a predicted time for every (collective, algorithm, nranks, bytes, chunk,
+// channels), found by building the Plan each rank would run and simulating all of them together on
+// a model of this job's machine (plan_cost.h). Following the plans, rather than closed forms, gets
+// each algorithm's real shape right: the ring's 2(n-1) steps per round and its pipelining, the
+// double binary tree's two trees on two channels, the folds of rhd and rd at non-powers of two,
+// direct's n-1 sends per chunk.
+//
+// The constants, and where each comes from:
+//   alpha  per-message latency = hopUs (measured: a FIFO hand-off between two cores, calibration.h)
+//          + the link's latency from the topology: a socket crossing (topology.cc, Intel MLC
+//          remote-vs-local) between packages, NIC to fabric to NIC between hosts
+//   per-step overhead = stepUs (measured: the executor's cost of a step that moves nothing)
+//   beta   per-byte transfer: 1 / transfer rate for every slot a step reads (measured: a FIFO
+//          stream of 32 KiB slots between two cores) + 1 / copy rate for every output it writes
+//          (measured: kernels::copy on a cached chunk) + what memory adds for every operand in
+//          the caller's buffers (measured: the copy over buffers twice the LLC), weighted by the
+//          share of the call's working set the last-level cache (size from the topology) cannot
+//          hold; between hosts also 1 / the NIC's bandwidth (topology: the port speed, else the
+//          default network link), one transfer at a time per NIC
+//   gamma  per-byte reduction = 1 / reduce rate (measured: the float32 sum kernel, cached)
+//   oversubscription: the ranks of a host share min(cores of the host, cores the ranks are bound
+//          to) cores (topology + every rank's Locality). Where they outnumber them, steps take
+//          turns on the cores (plan_cost.h) and every hop costs crowdedHopUs (fitted so that this
+//          simulation of four ranks running a small ring all-reduce on two cores takes as long as
+//          the real thing, calibration.h) and every slot posted costs its sender crowdedPostUs
+//          of CPU (fitted likewise to the direct all-reduce over four channels)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/status.h"
+#include "topology/ordering.h"
+#include "topology/topology.h"
+#include "tuner/calibration.h"
+#include "tuner/plan_cost.h"
+
+namespace braid {
+
+/// What the model reads from a host's topology. Rank 0's host stands for every host of the job
+/// (clusters are built of identical servers); only the cores the ranks may use come from each
+/// rank's own Locality.
+struct HostShape {
+  int cores = 1;
+  uint64_t llcBytes = 0;        ///< the largest CPU cache (0: unknown, 32 MiB assumed)
+  double socketCrossingUs = 0;  ///< between two packages of the host
+  double networkLatencyUs = 0;  ///< host to host: NIC to fabric and fabric to NIC
+  double networkGBps = 0;       ///< one NIC, one direction
+
+  bool operator==(const HostShape&) const = default;
+};
+HostShape hostShapeOf(const Topology& topology);
+
+/// Everything rank 0 measures or reads and every rank must share, so all build the same tuner.
+struct ModelConstants {
+  Calibration calibration;
+  HostShape host;
+
+  bool operator==(const ModelConstants&) const = default;
+};
+/// A fixed-size, bit-exact little-endian encoding for the bootstrap.
+constexpr size_t kModelConstantsWireBytes = 16 * 8;
+void encodeModelConstants(const ModelConstants& constants, uint8_t* out);
+ModelConstants decodeModelConstants(const uint8_t* in);
+
+class CostModel {
+ public:
+  CostModel() = default;
+  /// placements[r] describes rank r (host and locality); ring is the communicator's ring order
+  /// (empty: identity); nslots the FIFO depth.
+  static Result<CostModel> create(const ModelConstants& constants,
+                                  const std::vector<RankPlacement>& placements,
+                                  std::vector<int> ring, int nslots);
+
+  int nranks() const { return machine_.nranks; }
+  /// Predicted microseconds of one call of `coll` moving `bytes` per rank (as the API counts
+  /// them: count * element size), root 0 for rooted collectives. Send and receive are not
+  /// modelled.
+  Result<double> predict(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
+                         int nchannels) const;
+
+  /// The machine the simulations run on, with byte costs for a call moving `bytes` per rank.
+  SimMachine machineFor(Collective coll, uint64_t bytes) const;
+  /// One line for the log: hosts, cores, ranks, and the constants in use.
+  std::string describe() const;
+  /// Bytes that identify everything predictions depend on: equal keys, equal predictions.
+  const std::string& key() const { return key_; }
+
+ private:
+  Result<double> simulate(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
+                          int nchannels, const SimMachine& machine) const;
+  /// simulate() with the byte costs of a `cached` share of cache hits, each result kept.
+  Result<double> remembered(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
+                            int nchannels, double cached) const;
+  /// The share of a call's memory traffic the last-level cache serves.
+  double cachedShare(Collective coll, uint64_t bytes) const;
+  SimMachine machineWith(double cached) const;
+  /// The most ranks per core of any host.
+  double crowding() const;
+
+  /// Simulations of long messages, shared by copies of the model.
+  struct Memo {
+    std::mutex mutex;
+    std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, double>, double> times;
+  };
+
+  ModelConstants constants_;
+  SimMachine machine_;  ///< byte costs left at zero; machineFor() fills them
+  std::vector<int> ring_;
+  std::vector<int> coresOfHost_;
+  int maxRanksPerHost_ = 1;
+  std::vector<int> ranksOnHost_;
+  std::string key_;
+  std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();
+};
+
+}  // namespace braid

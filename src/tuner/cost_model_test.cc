@@ -1,0 +1,201 @@
+#include "tuner/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "algorithms/algorithms.h"
+#include "topology/discover.h"
+#include "topology/locality.h"
+#include "topology/topology_test_data.h"
+
+namespace braid {
+namespace {
+
+ModelConstants constants(double hopUs = 1.0, double crowdedHopUs = 5.0) {
+  ModelConstants m;
+  Calibration& c = m.calibration;
+  c.stepUs = 0.05;
+  c.hopUs = hopUs;
+  c.crowdedHopUs = crowdedHopUs;
+  c.copyCacheGBps = 20;
+  c.copyDramGBps = 10;
+  c.reduceCacheGBps = 15;
+  c.reduceDramGBps = 8;
+  c.transferGBps = 25;
+  c.cpus = 8;
+  m.host.cores = 8;
+  m.host.llcBytes = 32ull << 20;
+  m.host.socketCrossingUs = 0.06;
+  m.host.networkLatencyUs = 1.0;
+  m.host.networkGBps = 12.5;
+  return m;
+}
+
+// n ranks on one host, each bound to `coresEach` cores (0: unbound).
+std::vector<RankPlacement> oneHost(int n, int coresEach = 1) {
+  std::vector<RankPlacement> p(static_cast<size_t>(n));
+  for (RankPlacement& x : p) {
+    x.hostHash = 42;
+    x.locality.cores = coresEach;
+    x.locality.package = 0;
+  }
+  return p;
+}
+
+CostModel model(const ModelConstants& c, const std::vector<RankPlacement>& p) {
+  Result<CostModel> m = CostModel::create(c, p, {}, 4);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? std::move(m).value() : CostModel();
+}
+
+double predict(const CostModel& m, Algorithm a, uint64_t bytes, uint32_t chunk = 128 << 10,
+               int channels = 1) {
+  Result<double> t = m.predict(Collective::kAllReduce, a, bytes, chunk, channels);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? t.value() : -1;
+}
+
+TEST(CostModel, ConstantsTravelBitExact) {
+  ModelConstants c = constants();
+  c.calibration.hopUs = 1.0 / 3.0;
+  c.host.llcBytes = 123456789;
+  uint8_t wire[kModelConstantsWireBytes];
+  encodeModelConstants(c, wire);
+  EXPECT_EQ(decodeModelConstants(wire), c);
+}
+
+TEST(CostModel, TinyMessagesCostTheirSequentialHops) {
+  // Hops dominate: ring 2(n-1), rhd 2 log2 n, rd log2 n, direct one round.
+  const CostModel m = model(constants(10.0, 10.0), oneHost(8));
+  const double ring = predict(m, Algorithm::kRing, 32);
+  const double rhd = predict(m, Algorithm::kRhd, 32);
+  const double rd = predict(m, Algorithm::kRd, 32);
+  const double direct = predict(m, Algorithm::kDirect, 32);
+  EXPECT_NEAR(ring / rd, 14.0 / 3.0, 0.5);
+  EXPECT_NEAR(rhd / rd, 2.0, 0.3);
+  EXPECT_LT(direct, rd);
+  EXPECT_GT(direct, 10.0);  // at least one hop
+}
+
+TEST(CostModel, LargeMessagesCostTheirBytes) {
+  // Bytes dominate: ring and rhd move 2(n-1)/n N per rank, rd log2(n) N, direct (n-1) N.
+  const CostModel m = model(constants(0.01, 0.01), oneHost(8));
+  const uint64_t n = 256ull << 20;
+  const double ring = predict(m, Algorithm::kRing, n, 512 << 10);
+  const double rd = predict(m, Algorithm::kRd, n, 512 << 10);
+  const double direct = predict(m, Algorithm::kDirect, n, 512 << 10);
+  EXPECT_LT(ring, rd);
+  EXPECT_LT(rd, direct);
+  // At memory rates a rank's share of the ring is at least 2(n-1)/n N / copy rate.
+  EXPECT_GT(ring, 1.75 * double(n) / (10 * 1e3));
+}
+
+TEST(CostModel, CrowdedHostsAreSlower) {
+  // Four ranks bound to one core each on 8 cores, and the same four sharing two cores.
+  const CostModel roomy = model(constants(), oneHost(4, 1));
+  ModelConstants two = constants();
+  two.host.cores = 2;
+  const CostModel crowded = model(two, oneHost(4, 0));
+  for (Algorithm a : algorithmsFor(Collective::kAllReduce)) {
+    // Small messages pay the crowded hand-off (5 us instead of 1) on every hop.
+    EXPECT_GT(predict(crowded, a, 64), 1.5 * predict(roomy, a, 64)) << algorithmName(a);
+    // Large ones share two cores among four ranks; ranks with less to do (a tree's leaves) leave
+    // the cores to the busier ones, so the loss is below the factor of two.
+    EXPECT_GT(predict(crowded, a, 1 << 24), 1.2 * predict(roomy, a, 1 << 24)) << algorithmName(a);
+  }
+  EXPECT_NE(crowded.describe().find("ranks/core up to 2.00"), std::string::npos)
+      << crowded.describe();
+}
+
+TEST(CostModel, ExtrapolationIsContinuous) {
+  const CostModel m = model(constants(), oneHost(4));
+  for (Algorithm a : algorithmsFor(Collective::kAllReduce)) {
+    // Messages above two spans are extrapolated: the ring all-reduce's span is 2 rounds of 4
+    // chunks (256 KiB with 32K chunks), the others' 4 chunks (128 KiB).
+    const uint64_t edge = a == Algorithm::kRing ? 512 << 10 : 256 << 10;
+    const double at = predict(m, a, edge, 32 << 10);
+    const double beyond = predict(m, a, edge + 4096, 32 << 10);
+    EXPECT_GE(beyond, at * 0.98) << algorithmName(a);
+    EXPECT_LT(beyond, at * 1.05) << algorithmName(a);
+  }
+}
+
+TEST(CostModel, EveryCollectiveAndAlgorithmIsCosted) {
+  const CostModel m = model(constants(), oneHost(5));
+  for (int c = 0; c < 6; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm a : algorithmsFor(coll)) {
+      for (uint64_t bytes : {uint64_t{1}, uint64_t{4096}, uint64_t{3} << 20}) {
+        Result<double> t = m.predict(coll, a, bytes, 32 << 10, 2);
+        ASSERT_TRUE(t.ok()) << collectiveName(coll) << "/" << algorithmName(a) << ": "
+                            << t.status().message();
+        EXPECT_GT(t.value(), 0);
+      }
+    }
+  }
+  EXPECT_FALSE(m.predict(Collective::kSend, Algorithm::kPairwise, 8, 1024, 1).ok());
+  EXPECT_FALSE(m.predict(Collective::kAllToAll, Algorithm::kRing, 8, 1024, 1).ok());
+}
+
+TEST(CostModel, BadInputsAreErrors) {
+  ModelConstants bad = constants();
+  bad.calibration.copyDramGBps = 0;
+  EXPECT_FALSE(CostModel::create(bad, oneHost(2), {}, 4).ok());
+  EXPECT_FALSE(CostModel::create(constants(), oneHost(3), {0, 1}, 4).ok());
+  EXPECT_FALSE(CostModel::create(constants(), {}, {}, 4).ok());
+}
+
+class CostModelOnDescribedMachines : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!hwlocAvailable()) GTEST_SKIP() << "built without hwloc";
+  }
+  static Topology load(const std::string& name) {
+    TopologyOptions options;
+    options.xmlFile = std::string(BRAID_TEST_DATA_DIR) + "/" + name;
+    Result<Topology> t = discoverTopology(options);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return t.ok() ? std::move(t).value() : Topology();
+  }
+};
+
+TEST_F(CostModelOnDescribedMachines, HostShapesComeFromTheTopology) {
+  const HostShape cpu = hostShapeOf(load("cpu_2socket.xml"));
+  EXPECT_EQ(cpu.cores, 32);
+  EXPECT_GT(cpu.llcBytes, 0u);
+  // Two half-crossings of the default inter-socket link (topology.cc).
+  EXPECT_NEAR(cpu.socketCrossingUs, 0.06, 1e-9);
+  const HostShape gpu = hostShapeOf(load("gpu8_host_a.xml"));
+  EXPECT_EQ(gpu.cores, 16);
+  // The ConnectX-6 ports: 200 Gbit/s = 25 GB/s.
+  EXPECT_NEAR(gpu.networkGBps, 25.0, 1e-9);
+  EXPECT_GT(gpu.networkLatencyUs, 0.5);
+}
+
+TEST_F(CostModelOnDescribedMachines, CrossingHostsCostsTheNetwork) {
+  const Topology a = load("gpu8_host_a.xml");
+  ModelConstants c = constants();
+  c.host = hostShapeOf(a);
+  // A network slower than memory, so that its bandwidth, not the halved working set per host,
+  // decides the long messages.
+  c.host.networkGBps = 2.0;
+  std::vector<RankPlacement> oneBox(8);
+  std::vector<RankPlacement> twoBoxes(8);
+  for (int r = 0; r < 8; ++r) {
+    oneBox[r].hostHash = 1;
+    oneBox[r].locality = computeLocality(a, a.allPus());
+    twoBoxes[r] = oneBox[r];
+    twoBoxes[r].hostHash = r < 4 ? 1 : 2;
+  }
+  const CostModel local = model(c, oneBox);
+  const CostModel remote = model(c, twoBoxes);
+  for (Algorithm algo : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd}) {
+    EXPECT_GT(predict(remote, algo, 8), predict(local, algo, 8)) << algorithmName(algo);
+    EXPECT_GT(predict(remote, algo, 64 << 20), predict(local, algo, 64 << 20))
+        << algorithmName(algo);
+  }
+}
+
+}  // namespace
+}  // namespace braid

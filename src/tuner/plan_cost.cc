@@ -1,0 +1,380 @@
+#include "tuner/plan_cost.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <string>
+#include <unordered_map>
+
+namespace braid {
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// Which part of a step a task is: all of a dependent step, or one half of a SendRecv.
+enum class Part : uint8_t { kWhole, kSendHalf, kRecvHalf };
+
+struct Fifo {
+  int sender = 0;
+  int receiver = 0;
+  size_t posted = 0;
+  size_t released = 0;
+  std::vector<double> arrival;  ///< item k is visible to the receiver from arrival[k]
+  std::vector<double> freed;    ///< item k's slot is visible to the sender as free from freed[k]
+};
+
+// What the simulation needs of one step, worked out once: its FIFOs, shape and CPU cost.
+struct StepFifos {
+  std::array<int32_t, kMaxStepPeers> recv{-1, -1, -1};
+  std::array<int32_t, kMaxStepPeers> send{-1, -1, -1};
+  StepShape shape{};
+  double cpuUs[3] = {0, 0, 0};  ///< per Part
+};
+
+struct RankState {
+  std::vector<size_t> next;  ///< per lane
+  std::vector<uint8_t> sendDone;
+  std::vector<uint8_t> recvDone;
+  size_t lanesLeft = 0;
+  double freeAt = 0;
+  bool dirty = true;
+  uint32_t version = 0;
+  double readyAt = kNever;  ///< earliest task of this rank, valid when !dirty
+  int readyLane = -1;
+  Part readyPart = Part::kWhole;
+};
+
+// The executor's work for a step (executor.cc): (operands - 1) reductions into the first output,
+// then copies of it to the other outputs; without reduction one copy per output.
+double bytesCost(const Step& s, const StepShape& shape, Part part, const ByteCosts& c) {
+  if (shape.independent) {
+    // Send half: own buffer to a slot. Receive half: a slot (+ own operand) to own buffer.
+    if (part == Part::kSendHalf) return s.sendBytes * (c.copy + c.user);
+    const int user = 1 + int(shape.reduces);  // dst, and src2 when it reduces
+    return s.bytes * (c.transfer + (shape.reduces ? c.reduce : c.copy) + user * c.user);
+  }
+  const int recvs = shape.recvs ? s.nrecv : 0;
+  const int operands = int(shape.readsSrc) + int(shape.readsSrc2) + recvs;
+  const int outputs = int(shape.writesDst) + (shape.sends ? s.nsend : 0);
+  const int user = int(shape.readsSrc) + int(shape.readsSrc2) + int(shape.writesDst);
+  double perByte = recvs * c.transfer + user * c.user;
+  if (shape.reduces) {
+    perByte += std::max(0, operands - 1) * c.reduce + std::max(0, outputs - 1) * c.copy;
+  } else {
+    perByte += outputs * c.copy;
+  }
+  return s.bytes * perByte;
+}
+
+class Simulation {
+ public:
+  Simulation(const std::vector<Plan>& plans, const SimMachine& m) : plans_(plans), m_(m) {}
+
+  Result<double> run() {
+    RETURN_IF_ERROR(setUp());
+    // Ranks ordered by when their next task could start (ties: lower rank); an entry is stale
+    // once its rank was refreshed again.
+    for (int r = 0; r < n(); ++r) touched_.push_back(r);
+    double finish = 0;
+    for (;;) {
+      for (int r : touched_) {
+        RankState& rs = ranks_[r];
+        if (rs.lanesLeft == 0) continue;
+        refresh(r);
+        queue_.push({rs.readyAt, r, ++rs.version});
+      }
+      touched_.clear();
+      while (!queue_.empty() && queue_.top().version != ranks_[queue_.top().rank].version) {
+        queue_.pop();
+      }
+      if (queue_.empty()) break;
+      const Entry next = queue_.top();
+      if (next.at == kNever) return deadlock();
+      queue_.pop();
+      finish = std::max(finish, execute(next.rank));
+    }
+    return finish;
+  }
+
+ private:
+  int n() const { return m_.nranks; }
+
+  Status setUp() {
+    if (static_cast<int>(plans_.size()) != n()) {
+      return internalError("simulatePlans: " + std::to_string(plans_.size()) + " plans for " +
+                           std::to_string(n()) + " ranks");
+    }
+    if (m_.hostOf.size() != plans_.size()) {
+      return internalError("simulatePlans: machine without a host for every rank");
+    }
+    std::vector<int> ranksOn(m_.hopUs.size(), 0);
+    for (int h : m_.hostOf) {
+      if (h < 0 || size_t(h) >= m_.cores.size() || size_t(h) >= m_.hopUs.size() ||
+          (!m_.postUs.empty() && size_t(h) >= m_.postUs.size())) {
+        return internalError("simulatePlans: host " + std::to_string(h) + " not described");
+      }
+      ++ranksOn[size_t(h)];
+    }
+    // Hosts with fewer cores than ranks schedule steps on cores; the others need not.
+    coreFree_.resize(m_.cores.size());
+    for (size_t h = 0; h < m_.cores.size(); ++h) {
+      if (m_.cores[h] > 0 && m_.cores[h] < ranksOn[h])
+        coreFree_[h].assign(size_t(m_.cores[h]), 0.0);
+    }
+    lastCore_.assign(plans_.size(), -1);
+    wireFree_.assign(static_cast<size_t>(std::max(0, m_.wires)), 0.0);
+    ranks_.resize(plans_.size());
+    stepFifos_.resize(plans_.size());
+    for (int r = 0; r < n(); ++r) {
+      const Plan& plan = plans_[r];
+      RankState& rs = ranks_[r];
+      rs.next.assign(plan.lanes.size(), 0);
+      rs.sendDone.assign(plan.lanes.size(), 0);
+      rs.recvDone.assign(plan.lanes.size(), 0);
+      stepFifos_[r].resize(plan.lanes.size());
+      for (size_t l = 0; l < plan.lanes.size(); ++l) {
+        const Lane& lane = plan.lanes[l];
+        std::vector<StepFifos>& fifos = stepFifos_[r][l];
+        fifos.resize(lane.steps.size());
+        for (size_t s = 0; s < lane.steps.size(); ++s) {
+          const Step& step = lane.steps[s];
+          const StepShape shape = stepShape(step.op);
+          fifos[s].shape = shape;
+          const double post = m_.postUs.empty() ? 0.0 : m_.postUs[size_t(m_.hostOf[r])];
+          for (Part part : {Part::kWhole, Part::kSendHalf, Part::kRecvHalf}) {
+            const int posts = part == Part::kRecvHalf || !shape.sends ? 0
+                              : part == Part::kSendHalf               ? 1
+                                                                      : step.nsend;
+            fifos[s].cpuUs[static_cast<int>(part)] =
+                m_.stepUs + bytesCost(step, shape, part, m_.bytes) + posts * post;
+          }
+          for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
+            ASSIGN_OR_RETURN(fifos[s].recv[i], fifoOf(step.recvPeers[i], r, lane.channel));
+          }
+          for (int i = 0; shape.sends && i < step.nsend; ++i) {
+            ASSIGN_OR_RETURN(fifos[s].send[i], fifoOf(r, step.sendPeers[i], lane.channel));
+          }
+        }
+        skipEmpty(r, l);
+        if (rs.next[l] < lane.steps.size()) ++rs.lanesLeft;
+      }
+    }
+    return okStatus();
+  }
+
+  Result<int32_t> fifoOf(int from, int to, int channel) {
+    if (from < 0 || from >= n() || to < 0 || to >= n() || from == to) {
+      return internalError("simulatePlans: step names peer " +
+                           std::to_string(from == to ? to : (from < 0 || from >= n() ? from : to)));
+    }
+    const uint64_t key =
+        (uint64_t(from) * uint64_t(n()) + uint64_t(to)) * 4096u + uint64_t(channel);
+    auto [it, fresh] = fifoIndex_.try_emplace(key, static_cast<int32_t>(fifos_.size()));
+    if (fresh) {
+      Fifo f;
+      f.sender = from;
+      f.receiver = to;
+      fifos_.push_back(std::move(f));
+    }
+    return it->second;
+  }
+
+  const PairLink* link(int from, int to) const {
+    if (m_.links.empty()) return nullptr;
+    return &m_.links[size_t(from) * n() + to];
+  }
+
+  // A dependent step of no bytes moves nothing (the executor completes it at once).
+  void skipEmpty(int r, size_t l) {
+    const std::vector<Step>& steps = plans_[r].lanes[l].steps;
+    RankState& rs = ranks_[r];
+    while (rs.next[l] < steps.size()) {
+      const Step& s = steps[rs.next[l]];
+      const StepShape shape = stepShape(s.op);
+      const bool empty = shape.independent ? (s.bytes == 0 && s.sendBytes == 0) : s.bytes == 0;
+      if (!empty) break;
+      ++rs.next[l];
+    }
+  }
+
+  // Earliest time a part of rank r's current step on lane l could start, ignoring cores.
+  double readyTime(int r, size_t l, Part part) const {
+    const RankState& rs = ranks_[r];
+    const StepFifos& f = stepFifos_[r][l][rs.next[l]];
+    const StepShape& shape = f.shape;
+    double t = rs.freeAt;
+    const bool recvs = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
+    const bool sends = part == Part::kSendHalf || (part == Part::kWhole && shape.sends);
+    for (int i = 0; recvs && i < kMaxStepPeers && f.recv[i] >= 0; ++i) {
+      const Fifo& q = fifos_[f.recv[i]];
+      if (q.released >= q.posted) return kNever;
+      t = std::max(t, q.arrival[q.released]);
+    }
+    for (int i = 0; sends && i < kMaxStepPeers && f.send[i] >= 0; ++i) {
+      const Fifo& q = fifos_[f.send[i]];
+      if (q.posted >= static_cast<size_t>(m_.nslots)) {
+        const size_t slot = q.posted - static_cast<size_t>(m_.nslots);
+        if (slot >= q.released) return kNever;
+        t = std::max(t, q.freed[slot]);
+      }
+    }
+    return t;
+  }
+
+  void refresh(int r) {
+    RankState& rs = ranks_[r];
+    rs.readyAt = kNever;
+    rs.readyLane = -1;
+    for (size_t l = 0; l < rs.next.size(); ++l) {
+      if (rs.next[l] >= plans_[r].lanes[l].steps.size()) continue;
+      const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
+      const StepShape& shape = stepFifos_[r][l][rs.next[l]].shape;
+      auto consider = [&](Part part) {
+        const double t = readyTime(r, l, part);
+        if (t < rs.readyAt) {
+          rs.readyAt = t;
+          rs.readyLane = static_cast<int>(l);
+          rs.readyPart = part;
+        }
+      };
+      if (!shape.independent) {
+        consider(Part::kWhole);
+        continue;
+      }
+      if (!rs.sendDone[l] && s.sendBytes > 0) consider(Part::kSendHalf);
+      if (!rs.recvDone[l] && s.bytes > 0) consider(Part::kRecvHalf);
+    }
+    rs.dirty = false;
+  }
+
+  // Runs rank r's ready task; returns when it ends.
+  double execute(int r) {
+    RankState& rs = ranks_[r];
+    const size_t l = static_cast<size_t>(rs.readyLane);
+    const Part part = rs.readyPart;
+    const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
+    const StepFifos& f = stepFifos_[r][l][rs.next[l]];
+    const StepShape& shape = f.shape;
+    const double ready = rs.readyAt;
+
+    const size_t host = static_cast<size_t>(m_.hostOf[r]);
+    const double hop = m_.hopUs[host];
+    double start = ready;
+    if (std::vector<double>& cores = coreFree_[host]; !cores.empty()) {
+      // The core this rank ran on if it is free by then, else the one that frees first.
+      size_t c = 0;
+      if (lastCore_[r] >= 0 && cores[size_t(lastCore_[r])] <= ready) {
+        c = size_t(lastCore_[r]);
+      } else {
+        for (size_t k = 1; k < cores.size(); ++k) {
+          if (cores[k] < cores[c]) c = k;
+        }
+      }
+      start = std::max(ready, cores[c]);
+      cores[c] = start + f.cpuUs[static_cast<int>(part)];
+      lastCore_[r] = static_cast<int>(c);
+    }
+    const double end = start + f.cpuUs[static_cast<int>(part)];
+    rs.freeAt = end;
+    rs.dirty = false;
+    touch(r);
+
+    const bool recvs = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
+    const bool sends = part == Part::kSendHalf || (part == Part::kWhole && shape.sends);
+    const uint32_t sentBytes = part == Part::kSendHalf ? s.sendBytes : s.bytes;
+    for (int i = 0; sends && i < kMaxStepPeers && f.send[i] >= 0; ++i) {
+      Fifo& q = fifos_[f.send[i]];
+      double arrive = end + hop;
+      if (const PairLink* pl = link(r, q.receiver)) {
+        if (pl->wire >= 0) {
+          double& wire = wireFree_[static_cast<size_t>(pl->wire)];
+          wire = std::max(wire, end) + sentBytes * pl->wireUsPerByte;
+          arrive = wire + hop;
+        }
+        arrive += pl->latencyUs;
+      }
+      q.arrival.push_back(arrive);
+      ++q.posted;
+      touch(q.receiver);
+    }
+    for (int i = 0; recvs && i < kMaxStepPeers && f.recv[i] >= 0; ++i) {
+      Fifo& q = fifos_[f.recv[i]];
+      const PairLink* pl = link(r, q.sender);
+      q.freed.push_back(end + hop + (pl ? pl->latencyUs : 0));
+      ++q.released;
+      touch(q.sender);
+    }
+
+    bool stepDone = true;
+    if (part == Part::kSendHalf) rs.sendDone[l] = 1;
+    if (part == Part::kRecvHalf) rs.recvDone[l] = 1;
+    if (part != Part::kWhole) {
+      stepDone = (rs.sendDone[l] || s.sendBytes == 0) && (rs.recvDone[l] || s.bytes == 0);
+    }
+    if (stepDone) {
+      rs.sendDone[l] = rs.recvDone[l] = 0;
+      ++rs.next[l];
+      skipEmpty(r, l);
+      if (rs.next[l] >= plans_[r].lanes[l].steps.size()) --rs.lanesLeft;
+    }
+    return end;
+  }
+
+  Status deadlock() const {
+    std::string where;
+    for (int r = 0; r < n(); ++r) {
+      const RankState& rs = ranks_[r];
+      for (size_t l = 0; l < rs.next.size(); ++l) {
+        const std::vector<Step>& steps = plans_[r].lanes[l].steps;
+        if (rs.next[l] >= steps.size()) continue;
+        where += " rank " + std::to_string(r) + " lane " + std::to_string(l) + " step " +
+                 std::to_string(rs.next[l]) + " (" + std::string(stepOpName(steps[rs.next[l]].op)) +
+                 ");";
+      }
+    }
+    return internalError("simulatePlans: the plans deadlock:" + where);
+  }
+
+  struct Entry {
+    double at;
+    int rank;
+    uint32_t version;
+    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : rank > o.rank; }
+  };
+
+  void touch(int r) {
+    if (ranks_[r].dirty) return;
+    ranks_[r].dirty = true;
+    touched_.push_back(r);
+  }
+
+  const std::vector<Plan>& plans_;
+  const SimMachine& m_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_;
+  std::vector<std::vector<double>> coreFree_;  ///< per crowded host: when each core frees
+  std::vector<int> lastCore_;                  ///< per rank
+  std::vector<int> touched_;
+  std::vector<RankState> ranks_;
+  std::vector<std::vector<std::vector<StepFifos>>> stepFifos_;
+  std::vector<Fifo> fifos_;
+  std::unordered_map<uint64_t, int32_t> fifoIndex_;
+  std::vector<double> wireFree_;
+};
+
+}  // namespace
+
+Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine) {
+  return Simulation(plans, machine).run();
+}
+
+double stepCpuUs(const Step& step, const SimMachine& machine) {
+  const StepShape shape = stepShape(step.op);
+  if (!shape.independent)
+    return machine.stepUs + bytesCost(step, shape, Part::kWhole, machine.bytes);
+  return 2 * machine.stepUs + bytesCost(step, shape, Part::kSendHalf, machine.bytes) +
+         bytesCost(step, shape, Part::kRecvHalf, machine.bytes);
+}
+
+}  // namespace braid

@@ -1,0 +1,68 @@
+// Plan cost: how long the plans of one collective take on a modelled machine, found by running
+// every rank's Plan step by step in simulated time.
+//
+// The machine: each rank is one thread that executes its lanes' steps one at a time (as the host
+// executor does); a step may start once the slots it receives have arrived and the FIFOs it sends
+// to have a free slot (nslots deep, as the connectors are); it then occupies its rank for stepUs
+// plus its bytes at the copy or reduce rate, and what it sends arrives its host's hopUs (plus the
+// link's latency) after it ends. Where a host's ranks outnumber its cores, a step also needs one
+// of the host's cores: steps get cores in the order they became ready (a rank preferring the core
+// it ran on), so busy ranks share the cores and idle ones leave them to the others, as the OS
+// scheduler does with ranks that yield while they wait; and their hand-offs cost what a crowded
+// host's cost (the receiver must first get a core back from a rank that spins and yields) - that
+// is what makes 4 ranks on 2 cores slow on every hop and halves their bandwidth.
+// Transfers between hosts occupy the sending host's network link for bytes / bandwidth, one at a
+// time, and arrive a link latency later.
+//
+// The two halves of a SendRecv step are separate tasks, as the executor progresses them. The
+// simulation is deterministic: the same plans and machine give the same time, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/status.h"
+
+namespace braid {
+
+/// What moving bytes costs a rank's CPU (microseconds per byte). A step pays, per byte it moves:
+/// `transfer` for every slot it receives (the data sits in another core's cache), `reduce` for
+/// every combination of two operands, `copy` for every further output it writes, and `user` for
+/// every operand in a caller's buffer or scratch (what memory adds over the caches when the call's
+/// buffers do not fit them).
+struct ByteCosts {
+  double copy = 0;
+  double reduce = 0;
+  double transfer = 0;
+  double user = 0;
+};
+
+/// One direction between two ranks.
+struct PairLink {
+  double latencyUs = 0;  ///< added to every transfer (beyond the machine's hopUs)
+  int wire = -1;         ///< index of the serial resource (a host's network link) it occupies
+  double wireUsPerByte = 0;
+};
+
+struct SimMachine {
+  int nranks = 1;
+  std::vector<int> hostOf;     ///< rank -> host index (0..hosts-1)
+  std::vector<int> cores;      ///< per host: cores its ranks share (0: one per rank)
+  std::vector<double> hopUs;   ///< per host: from a post to the slot being visible to its receiver
+  std::vector<double> postUs;  ///< per host: CPU per slot posted (waking the peer); empty: 0
+  int nslots = 4;              ///< FIFO depth of every connector
+  double stepUs = 0;           ///< CPU cost of executing any step (or one half of a SendRecv)
+  ByteCosts bytes;
+  std::vector<PairLink> links;  ///< nranks x nranks, [from * nranks + to]; empty: all local
+  int wires = 0;                ///< number of serial link resources
+};
+
+/// Microseconds from the moment all ranks start until the last one finishes. plans[r] is rank r's
+/// plan of the same call. Fails when the plans cannot finish (a deadlock: a bug in the plans).
+Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine);
+
+/// CPU microseconds one step costs on `machine` (both halves of a SendRecv together).
+double stepCpuUs(const Step& step, const SimMachine& machine);
+
+}  // namespace braid

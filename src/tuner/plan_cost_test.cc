@@ -1,0 +1,182 @@
+#include "tuner/plan_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "algorithms/algorithms.h"
+
+namespace braid {
+namespace {
+
+// A machine with round numbers: every cost below is a sum of these.
+SimMachine machine(int nranks, int cores = 0) {
+  SimMachine m;
+  m.nranks = nranks;
+  m.hostOf.assign(nranks, 0);
+  m.cores = {cores};
+  m.hopUs = {1.0};
+  m.nslots = 4;
+  m.stepUs = 0.5;
+  // Only the copy and reduce rates: a step's bytes cost 1 us per KB per copy, 2 per reduction.
+  m.bytes.copy = 0.001;
+  m.bytes.reduce = 0.002;
+  return m;
+}
+
+Plan emptyPlan(int rank, int nranks) {
+  Plan p;
+  p.rank = rank;
+  p.nranks = nranks;
+  p.lanes.resize(1);
+  return p;
+}
+
+// Rank 0 streams `chunks` chunks of `bytes` to rank 1.
+std::vector<Plan> stream(int chunks, uint32_t bytes) {
+  std::vector<Plan> plans = {emptyPlan(0, 2), emptyPlan(1, 2)};
+  for (int i = 0; i < chunks; ++i) {
+    plans[0].lanes[0].steps.push_back(makeSend(1, input(0), bytes));
+    plans[1].lanes[0].steps.push_back(makeRecv(0, output(0), bytes));
+  }
+  return plans;
+}
+
+TEST(PlanCost, OneTransferIsSendHopReceive) {
+  const SimMachine m = machine(2);
+  Result<double> t = simulatePlans(stream(1, 1000), m);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  // send step (0.5 + 1000 * 0.001) + hop 1 + receive step (0.5 + 1)
+  EXPECT_DOUBLE_EQ(t.value(), 1.5 + 1.0 + 1.5);
+}
+
+TEST(PlanCost, StreamsPipelineAndTheFifoDepthThrottles) {
+  SimMachine m = machine(2);
+  // Both sides cost 1.5 us per chunk: after the first chunk's latency, one chunk per 1.5 us.
+  Result<double> t = simulatePlans(stream(10, 1000), m);
+  ASSERT_TRUE(t.ok());
+  EXPECT_DOUBLE_EQ(t.value(), 4.0 + 9 * 1.5);
+  // A receiver twice as slow (reduce) sets the pace.
+  std::vector<Plan> slow = stream(10, 1000);
+  for (Step& s : slow[1].lanes[0].steps) s = makeRecvReduceCopy(0, input(0), output(0), 1000);
+  Result<double> ts = simulatePlans(slow, m);
+  ASSERT_TRUE(ts.ok());
+  EXPECT_DOUBLE_EQ(ts.value(), 1.5 + 1.0 + 10 * 2.5);
+  // With one slot the sender waits for every release to come back (a hop) before sending on.
+  m.nslots = 1;
+  Result<double> t1 = simulatePlans(stream(10, 1000), m);
+  ASSERT_TRUE(t1.ok());
+  EXPECT_GT(t1.value(), t.value() + 9 * 1.0);
+}
+
+TEST(PlanCost, RanksOnOneCoreTakeTurns) {
+  // Sender and receiver each need 4.5 us per chunk. With a core each they overlap (one chunk per
+  // 4.5 us after the first); sharing one core, every step waits for the other's.
+  Result<double> alone = simulatePlans(stream(10, 4000), machine(2, 2));
+  Result<double> crowded = simulatePlans(stream(10, 4000), machine(2, 1));
+  ASSERT_TRUE(alone.ok());
+  ASSERT_TRUE(crowded.ok());
+  EXPECT_DOUBLE_EQ(alone.value(), 4.5 + 1 + 4.5 + 9 * 4.5);
+  EXPECT_DOUBLE_EQ(crowded.value(), 20 * 4.5);
+  // Work is conserved: two ranks with nothing to exchange each run their own steps; on one
+  // core they take twice as long as on two.
+  std::vector<Plan> idle = {emptyPlan(0, 2), emptyPlan(1, 2)};
+  for (Plan& p : idle) {
+    for (int i = 0; i < 5; ++i)
+      p.lanes[0].steps.push_back(makeLocalCopy(input(0), output(0), 1000));
+  }
+  EXPECT_DOUBLE_EQ(simulatePlans(idle, machine(2, 1)).value(), 10 * 1.5);
+  EXPECT_DOUBLE_EQ(simulatePlans(idle, machine(2, 2)).value(), 5 * 1.5);
+}
+
+TEST(PlanCost, TransfersOnOneWireGoOneAtATime) {
+  // Ranks 0 and 1 on host 0 each send one chunk to ranks 2 and 3 on host 1 over one wire.
+  SimMachine m = machine(4);
+  m.hostOf = {0, 0, 1, 1};
+  m.cores = {0, 0};
+  m.hopUs = {1.0, 1.0};
+  m.links.assign(16, PairLink{});
+  m.wires = 1;
+  for (int a : {0, 1}) {
+    for (int b : {2, 3}) m.links[size_t(a) * 4 + b] = PairLink{2.0, 0, 0.01};
+  }
+  std::vector<Plan> plans;
+  for (int r = 0; r < 4; ++r) plans.push_back(emptyPlan(r, 4));
+  plans[0].lanes[0].steps.push_back(makeSend(2, input(0), 1000));
+  plans[1].lanes[0].steps.push_back(makeSend(3, input(0), 1000));
+  plans[2].lanes[0].steps.push_back(makeRecv(0, output(0), 1000));
+  plans[3].lanes[0].steps.push_back(makeRecv(1, output(0), 1000));
+  Result<double> t = simulatePlans(plans, m);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  // Both sends end at 1.5; the wire carries one (10 us) and then the other (10 us); the second
+  // arrives after hop and latency at 1.5 + 20 + 1 + 2 and is received in 1.5.
+  EXPECT_DOUBLE_EQ(t.value(), 1.5 + 20 + 1 + 2 + 1.5);
+}
+
+TEST(PlanCost, IndependentHalvesDoNotDeadlockARingOfExchanges) {
+  // Every rank sends to the next and receives from the previous in SendRecv steps: the ring of
+  // dependencies resolves only because the halves progress separately.
+  const int n = 3;
+  std::vector<Plan> plans;
+  for (int r = 0; r < n; ++r) {
+    plans.push_back(emptyPlan(r, n));
+    for (int i = 0; i < 5; ++i) {
+      plans[r].lanes[0].steps.push_back(
+          makeSendRecv((r + 1) % n, input(0), 400, (r + n - 1) % n, output(0), 400));
+    }
+  }
+  Result<double> t = simulatePlans(plans, machine(n));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_GT(t.value(), 0);
+}
+
+TEST(PlanCost, DeadlockIsAnErrorThatSaysWhere) {
+  std::vector<Plan> plans = {emptyPlan(0, 2), emptyPlan(1, 2)};
+  plans[0].lanes[0].steps.push_back(makeRecv(1, output(0), 4));
+  plans[1].lanes[0].steps.push_back(makeRecv(0, output(0), 4));
+  Result<double> t = simulatePlans(plans, machine(2));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("deadlock"), std::string::npos);
+  EXPECT_NE(t.status().message().find("rank 1 lane 0 step 0 (recv)"), std::string::npos)
+      << t.status().message();
+}
+
+TEST(PlanCost, RealPlansFinishAndTheSameInputsGiveTheSameBits) {
+  for (Algorithm algo : algorithmsFor(Collective::kAllReduce)) {
+    for (int n : {2, 3, 5}) {
+      PlanRequest req;
+      req.coll = Collective::kAllReduce;
+      req.algo = algo;
+      req.nranks = n;
+      req.count = 100000;
+      req.chunkBytes = 16384;
+      req.nchannels = 2;
+      std::vector<Plan> plans;
+      for (int r = 0; r < n; ++r) {
+        req.rank = r;
+        Result<Plan> p = buildPlan(req);
+        ASSERT_TRUE(p.ok()) << p.status().message();
+        plans.push_back(std::move(p).value());
+      }
+      Result<double> a = simulatePlans(plans, machine(n));
+      Result<double> b = simulatePlans(plans, machine(n));
+      ASSERT_TRUE(a.ok()) << algorithmName(algo) << " n=" << n << ": " << a.status().message();
+      ASSERT_TRUE(b.ok());
+      EXPECT_EQ(a.value(), b.value());
+      // No faster than one rank's own CPU work.
+      double cpu = 0;
+      for (const Lane& lane : plans[0].lanes) {
+        for (const Step& s : lane.steps) cpu += stepCpuUs(s, machine(n));
+      }
+      EXPECT_GE(a.value(), cpu * 0.999) << algorithmName(algo) << " n=" << n;
+    }
+  }
+}
+
+TEST(PlanCost, MismatchedMachineIsAnError) {
+  SimMachine m = machine(2);
+  m.hostOf = {0, 1};  // host 1 not described
+  EXPECT_FALSE(simulatePlans(stream(1, 4), m).ok());
+  EXPECT_FALSE(simulatePlans(stream(1, 4), machine(3)).ok());
+}
+
+}  // namespace
+}  // namespace braid

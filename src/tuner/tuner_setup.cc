@@ -1,0 +1,115 @@
+#include "tuner/tuner_setup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "tuner/calibration.h"
+#include "tuner/cost_model.h"
+#include "tuner/tuning_table.h"
+
+namespace braid {
+namespace {
+
+// What rank 0 hands every rank: a status byte, the constants, and the error text when it failed.
+constexpr size_t kMessageBytes = 256;
+constexpr size_t kSharedBytes = 1 + kModelConstantsWireBytes + kMessageBytes;
+
+Result<ModelConstants> rankZeroConstants(const TunerContext& ctx) {
+  ModelConstants constants;
+  constants.host = hostShapeOf(*ctx.topology);
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(
+      CalibrationResult calibration,
+      hostCalibration(ctx.calibrationDir, ctx.placements[0].hostHash, constants.host.llcBytes));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  constants.calibration = calibration.calibration;
+  BRAID_LOG(*ctx.logger, kInfo, kTune, "calibration %s%s%s in %.1f ms%s%s",
+            calibrationSourceName(calibration.source), calibration.cacheFile.empty() ? "" : " ",
+            calibration.cacheFile.c_str(), ms, calibration.note.empty() ? "" : ": ",
+            calibration.note.c_str());
+  return constants;
+}
+
+/// Rank 0's constants on every rank.
+Result<ModelConstants> sharedConstants(const TunerContext& ctx) {
+  const int nranks = static_cast<int>(ctx.placements.size());
+  std::vector<uint8_t> buffer(kSharedBytes * size_t(nranks), 0);
+  uint8_t* mine = buffer.data() + kSharedBytes * size_t(ctx.rank);
+  if (ctx.rank == 0) {
+    Result<ModelConstants> constants = rankZeroConstants(ctx);
+    if (constants.ok()) {
+      mine[0] = 1;
+      encodeModelConstants(constants.value(), mine + 1);
+    } else {
+      const std::string& text = constants.status().message();
+      std::memcpy(mine + 1 + kModelConstantsWireBytes, text.data(),
+                  std::min(text.size(), kMessageBytes - 1));
+    }
+  }
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(buffer.data(), kSharedBytes)
+                      .withContext("sharing the tuner's calibration"));
+  const uint8_t* root = buffer.data();
+  if (root[0] != 1) {
+    const char* text = reinterpret_cast<const char*>(root + 1 + kModelConstantsWireBytes);
+    return internalError("rank 0 could not calibrate the cost model: " +
+                         std::string(text, strnlen(text, kMessageBytes)));
+  }
+  ModelConstants constants = decodeModelConstants(root + 1);
+  RETURN_IF_ERROR(
+      validateCalibration(constants.calibration).withContext("the calibration rank 0 sent"));
+  return constants;
+}
+
+}  // namespace
+
+Result<Tuner> setUpTuner(const TunerContext& ctx) {
+  const Config& config = *ctx.config;
+  const int nranks = static_cast<int>(ctx.placements.size());
+  ASSIGN_OR_RETURN(ModelConstants constants, sharedConstants(ctx));
+  ASSIGN_OR_RETURN(CostModel model,
+                   CostModel::create(constants, ctx.placements, ctx.ring, config.nslots));
+  std::optional<TuningTable> table;
+  if (!config.tuningFile.empty()) {
+    Result<TuningTable> loaded = TuningTable::load(config.tuningFile);
+    if (!loaded.ok()) return loaded.status().withContext("BRAID_TUNING_FILE");
+    table = std::move(loaded).value();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(Tuner tuner,
+                   Tuner::create(TunerOptions::fromConfig(config, nranks, ctx.maxChannels), model,
+                                 table ? &*table : nullptr));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<uint64_t> digests(static_cast<size_t>(nranks), 0);
+  digests[static_cast<size_t>(ctx.rank)] = tuner.digest();
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(digests.data(), sizeof(uint64_t))
+                      .withContext("comparing the ranks' tuner tables"));
+  for (int r = 1; r < nranks; ++r) {
+    if (digests[static_cast<size_t>(r)] != digests[0]) {
+      return invalidUsage(
+          "rank " + std::to_string(r) + " built another tuner table than rank 0" +
+          (config.tuningFile.empty()
+               ? std::string(" (ranks must run the same library build)")
+               : " (is BRAID_TUNING_FILE " + config.tuningFile + " the same file on every host?)"));
+    }
+  }
+  if (ctx.rank == 0) {
+    BRAID_LOG(*ctx.logger, kInfo, kTune, "cost model: %s; table built in %.1f ms",
+              model.describe().c_str(), ms);
+    // One log call per line: a log line has a bounded length.
+    std::istringstream lines(tuner.formatTable());
+    for (std::string line; std::getline(lines, line);) {
+      BRAID_LOG(*ctx.logger, kInfo, kTune, "%s", line.c_str());
+    }
+  }
+  return tuner;
+}
+
+}  // namespace braid

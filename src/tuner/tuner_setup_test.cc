@@ -1,0 +1,168 @@
+// setUpTuner with threads as ranks over a real bootstrap: rank 0's calibration reaches every rank,
+// all ranks build the same table, the calibration cache is read on the next init, and tuning
+// files that are malformed or differ between ranks fail everywhere with a clear message.
+#include "tuner/tuner_setup.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "topology/discover.h"
+#include "topology/locality.h"
+#include "tuner/calibration.h"
+
+namespace braid {
+namespace {
+
+constexpr double kTimeout = 60;
+
+class TunerSetUp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/braid-tuner-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    Result<Topology> t = discoverTopology({});
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    topology_ = std::move(t).value();
+    clearProcessCalibrations();
+  }
+  void TearDown() override {
+    clearProcessCalibrations();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  /// Runs setUpTuner on n threads; tuningFile(r) is rank r's BRAID_TUNING_FILE. Returns each
+  /// rank's tuner digest or error; rank 0 logs at INFO to `log`.
+  std::vector<Result<uint64_t>> run(int n, const std::function<std::string(int)>& tuningFile,
+                                    const std::string& log) {
+    Result<braidUniqueId> id = startBootstrapRoot("lo", kTimeout);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    std::vector<Result<uint64_t>> out(size_t(n), Result<uint64_t>(internalError("not run")));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        WaitPolicy wait;
+        wait.timeoutSeconds = kTimeout;
+        Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id.value(), r, n, "lo", wait);
+        if (!b.ok()) {
+          out[size_t(r)] = b.status();
+          return;
+        }
+        Config config;
+        config.slotBytes = 512 << 10;
+        config.tuningFile = tuningFile(r);
+        Logger logger(r == 0 ? LogLevel::kInfo : LogLevel::kNone, kAllSubsys, r == 0 ? log : "");
+        TunerContext ctx;
+        ctx.config = &config;
+        ctx.logger = &logger;
+        ctx.bootstrap = b.value().get();
+        ctx.topology = &topology_;
+        ctx.placements.assign(size_t(n), {77, computeLocality(topology_, topology_.allPus())});
+        ctx.rank = r;
+        ctx.maxChannels = 4;
+        ctx.calibrationDir = dir_ + "/cache";
+        Result<Tuner> t = setUpTuner(ctx);
+        if (t.ok()) {
+          out[size_t(r)] = t.value().digest();
+        } else {
+          out[size_t(r)] = t.status();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return out;
+  }
+
+  static std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::ostringstream os;
+    os << in.rdbuf();
+    return os.str();
+  }
+
+  std::string dir_;
+  Topology topology_;
+};
+
+TEST_F(TunerSetUp, EveryRankBuildsRankZerosTableAndTheCacheIsReadNextTime) {
+  const std::string log1 = dir_ + "/first.log";
+  std::vector<Result<uint64_t>> first = run(
+      3, [](int) { return std::string(); }, log1);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(first[size_t(r)].ok()) << r << ": " << first[size_t(r)].status().message();
+    EXPECT_EQ(first[size_t(r)].value(), first[0].value());
+  }
+  const std::string text1 = read(log1);
+  EXPECT_NE(text1.find("calibration measured " + dir_ + "/cache/calibration-"), std::string::npos)
+      << text1;
+  EXPECT_NE(text1.find("tuner table for 3 ranks"), std::string::npos) << text1;
+  EXPECT_NE(text1.find("allreduce"), std::string::npos);
+
+  // The next process (the cache in memory forgotten) reads the file, and builds the same table.
+  clearProcessCalibrations();
+  const std::string log2 = dir_ + "/second.log";
+  std::vector<Result<uint64_t>> second = run(
+      3, [](int) { return std::string(); }, log2);
+  ASSERT_TRUE(second[0].ok()) << second[0].status().message();
+  EXPECT_EQ(second[0].value(), first[0].value());
+  EXPECT_NE(read(log2).find("calibration cache file " + dir_ + "/cache/calibration-"),
+            std::string::npos)
+      << read(log2);
+}
+
+TEST_F(TunerSetUp, MalformedTuningFileFailsEveryRankNamingTheLine) {
+  const std::string file = write("bad.tuning",
+                                 "braid-tuning-table 1\n"
+                                 "allreduce 2 0 inf ring 128K 1\n"
+                                 "allreduce 2 0 1K rd 128K 1\n");
+  std::vector<Result<uint64_t>> out = run(
+      2, [&](int) { return file; }, dir_ + "/log");
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(out[size_t(r)].ok()) << r;
+    EXPECT_NE(out[size_t(r)].status().message().find("BRAID_TUNING_FILE"), std::string::npos);
+    EXPECT_NE(out[size_t(r)].status().message().find(file + ":3: size range overlaps"),
+              std::string::npos)
+        << out[size_t(r)].status().message();
+  }
+}
+
+TEST_F(TunerSetUp, TuningFilesThatDifferBetweenRanksAreAnError) {
+  const std::string a = write("a.tuning", "braid-tuning-table 1\nallreduce 2 0 inf ring 128K 1\n");
+  const std::string b = write("b.tuning", "braid-tuning-table 1\nallreduce 2 0 inf rd 128K 1\n");
+  std::vector<Result<uint64_t>> out = run(
+      2, [&](int r) { return r == 0 ? a : b; }, dir_ + "/log");
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(out[size_t(r)].ok()) << r;
+    EXPECT_NE(
+        out[size_t(r)].status().message().find("rank 1 built another tuner table than rank 0"),
+        std::string::npos)
+        << out[size_t(r)].status().message();
+  }
+  // The same file on both: fine, and it differs from the model alone.
+  std::vector<Result<uint64_t>> same = run(
+      2, [&](int) { return a; }, dir_ + "/log");
+  std::vector<Result<uint64_t>> none = run(
+      2, [&](int) { return std::string(); }, dir_ + "/log");
+  ASSERT_TRUE(same[0].ok()) << same[0].status().message();
+  ASSERT_TRUE(none[0].ok()) << none[0].status().message();
+  EXPECT_EQ(same[0].value(), same[1].value());
+  EXPECT_NE(same[0].value(), none[0].value());
+}
+
+}  // namespace
+}  // namespace braid

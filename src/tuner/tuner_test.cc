@@ -1,0 +1,256 @@
+#include "tuner/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include "algorithms/algorithms.h"
+#include "tuner/tuner_query.h"
+
+namespace braid {
+namespace {
+
+constexpr int kRanks = 4;
+
+ModelConstants constants() {
+  ModelConstants m;
+  Calibration& c = m.calibration;
+  c.stepUs = 0.02;
+  c.hopUs = 0.3;
+  c.crowdedHopUs = 4.0;
+  c.copyCacheGBps = 15;
+  c.copyDramGBps = 9;
+  c.reduceCacheGBps = 12;
+  c.reduceDramGBps = 8;
+  c.transferGBps = 25;
+  c.cpus = 2;
+  m.host.cores = 2;
+  m.host.llcBytes = 32ull << 20;
+  return m;
+}
+
+CostModel model(int n = kRanks) {
+  std::vector<RankPlacement> p(static_cast<size_t>(n));
+  for (RankPlacement& x : p) x.hostHash = 7;
+  Result<CostModel> m = CostModel::create(constants(), p, {}, 4);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+TunerOptions options() {
+  TunerOptions o;
+  o.nranks = kRanks;
+  o.maxChannels = 4;
+  o.slotBytes = 512 << 10;
+  o.nslots = 4;
+  o.tuningFile = "f.txt";
+  return o;
+}
+
+Tuner tuner(const TunerOptions& o, const TuningTable* table = nullptr) {
+  Result<Tuner> t = Tuner::create(o, model(o.nranks), table);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? std::move(t).value() : Tuner();
+}
+
+TuningTable table(const std::string& lines) {
+  Result<TuningTable> t = TuningTable::parse("braid-tuning-table 1\n" + lines, "f.txt");
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return std::move(t).value();
+}
+
+std::vector<Collective> modelled() {
+  return {Collective::kAllReduce, Collective::kBroadcast,     Collective::kReduce,
+          Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll};
+}
+
+TEST(Tuner, GridIndexIsTheNearestPowerOfTwo) {
+  EXPECT_EQ(Tuner::gridIndex(0), 0);
+  EXPECT_EQ(Tuner::gridIndex(1), 0);
+  EXPECT_EQ(Tuner::gridIndex(2), 1);
+  EXPECT_EQ(Tuner::gridIndex(3), 2);
+  EXPECT_EQ(Tuner::gridIndex(5), 2);
+  EXPECT_EQ(Tuner::gridIndex(6), 3);
+  EXPECT_EQ(Tuner::gridIndex(1 << 20), 20);
+  EXPECT_EQ(Tuner::gridIndex(uint64_t{1} << 40), Tuner::kMaxSizeLog);
+}
+
+TEST(Tuner, ModelChoicesAreTheArgminOfItsOwnPredictions) {
+  const Tuner t = tuner(options());
+  int distinct = 0;
+  Algorithm previous = Algorithm::kPairwise;
+  for (Collective coll : modelled()) {
+    for (int k = 0; k <= Tuner::kMaxSizeLog; ++k) {
+      const uint64_t bytes = uint64_t{1} << k;
+      const Choice c = t.choose(coll, bytes);
+      EXPECT_EQ(c.source, ChoiceSource::kModel);
+      std::optional<double> mine = t.predictedUs(coll, c.algo, bytes);
+      ASSERT_TRUE(mine.has_value()) << collectiveName(coll) << " " << bytes;
+      EXPECT_DOUBLE_EQ(c.predictedUs, *mine);
+      for (Algorithm a : algorithmsFor(coll)) {
+        std::optional<double> other = t.predictedUs(coll, a, bytes);
+        if (!other) continue;
+        EXPECT_LE(*mine, *other) << collectiveName(coll) << " " << bytes << " "
+                                 << algorithmName(c.algo) << " vs " << algorithmName(a);
+      }
+      EXPECT_LE(c.chunkBytes, 512u << 10);
+      EXPECT_GE(c.nchannels, 1);
+      EXPECT_LE(c.nchannels, 4);
+      if (coll == Collective::kAllReduce && c.algo != previous) {
+        ++distinct;
+        previous = c.algo;
+      }
+    }
+  }
+  // Latency and bandwidth algorithms take turns over the sizes.
+  EXPECT_GE(distinct, 2);
+}
+
+TEST(Tuner, PointToPointIsFixed) {
+  const Tuner t = tuner(options());
+  for (Collective coll : {Collective::kSend, Collective::kRecv}) {
+    const Choice c = t.choose(coll, 1 << 20);
+    EXPECT_EQ(c.algo, Algorithm::kPairwise);
+    EXPECT_EQ(c.nchannels, 1);
+    EXPECT_EQ(c.source, ChoiceSource::kFixed);
+  }
+}
+
+TEST(Tuner, TuningTableIsHonouredWhereItSpeaks) {
+  const TuningTable tt = table(
+      "allreduce 4 1K 64K tree 64K 2 11\n"
+      "allreduce 8 0 inf direct 64K 1\n"  // another rank count: not for this communicator
+      "broadcast 4 0 inf ring 32K 3\n");
+  const Tuner plain = tuner(options());
+  const Tuner t = tuner(options(), &tt);
+  Choice c = t.choose(Collective::kAllReduce, 4096);
+  EXPECT_EQ(c.algo, Algorithm::kTree);
+  EXPECT_EQ(c.chunkBytes, 64u << 10);
+  EXPECT_EQ(c.nchannels, 2);
+  EXPECT_EQ(c.source, ChoiceSource::kTable);
+  // Outside the table's ranges the model decides, as without a table.
+  for (uint64_t bytes : {uint64_t{512}, uint64_t{64} << 10, uint64_t{1} << 30}) {
+    c = t.choose(Collective::kAllReduce, bytes);
+    EXPECT_EQ(c.source, ChoiceSource::kModel) << bytes;
+    EXPECT_EQ(c.algo, plain.choose(Collective::kAllReduce, bytes).algo) << bytes;
+  }
+  c = t.choose(Collective::kBroadcast, 1 << 20);
+  EXPECT_EQ(c.algo, Algorithm::kRing);
+  EXPECT_EQ(c.nchannels, 3);
+  EXPECT_NE(t.digest(), plain.digest());
+  EXPECT_NE(t.describe().find("lines of f.txt"), std::string::npos);
+}
+
+TEST(Tuner, TableLinesThatCannotRunHereAreErrorsNamingTheLine) {
+  struct Case {
+    std::string lines;
+    TunerOptions options;
+    std::string expect;
+  };
+  TunerOptions twoChannels = options();
+  twoChannels.maxChannels = 2;
+  TunerOptions oneSlot = options();
+  oneSlot.nslots = 1;
+  const std::vector<Case> cases = {
+      {"allreduce 4 0 1K rd 32K 1\nallreduce 4 1K inf ring 128K 4\n", twoChannels,
+       "BRAID_TUNING_FILE f.txt:3: 4 channels exceed the 2 this communicator set up"},
+      {"allreduce 4 0 inf ring 1M 1\n", options(),
+       "BRAID_TUNING_FILE f.txt:2: chunk of 1048576 bytes exceeds the FIFO slot of 524288"},
+      {"allgather 4 0 inf ring 64K 1\n", oneSlot,
+       "BRAID_TUNING_FILE f.txt:2: ring for allgather needs BRAID_NSLOTS >= 2 (it is 1)"},
+  };
+  for (const Case& c : cases) {
+    const TuningTable tt = table(c.lines);
+    Result<Tuner> t = Tuner::create(c.options, model(), &tt);
+    ASSERT_FALSE(t.ok()) << c.lines;
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << t.status().message();
+  }
+  // The same lines for another rank count do not concern this communicator.
+  const TuningTable other = table("allreduce 8 0 inf ring 1M 1\n");
+  EXPECT_TRUE(Tuner::create(options(), model(), &other).ok());
+}
+
+TEST(Tuner, BraidAlgoBeatsTableAndModel) {
+  const TuningTable tt = table("allreduce 4 0 inf tree 64K 2\n");
+  TunerOptions o = options();
+  o.algo = "allreduce:rhd";
+  const Tuner t = tuner(o, &tt);
+  for (uint64_t bytes : {uint64_t{8}, uint64_t{1} << 16, uint64_t{1} << 26}) {
+    const Choice forced = t.choose(Collective::kAllReduce, bytes);
+    EXPECT_EQ(forced.algo, Algorithm::kRhd) << bytes;
+    EXPECT_EQ(forced.source, ChoiceSource::kOverride);
+    // Its chunk and channels are the model's best for rhd.
+    EXPECT_DOUBLE_EQ(forced.predictedUs,
+                     *t.predictedUs(Collective::kAllReduce, Algorithm::kRhd, bytes));
+    // BRAID_ALGO aside, the table speaks.
+    const Choice unforced = t.chooseUnforced(Collective::kAllReduce, bytes);
+    EXPECT_EQ(unforced.algo, Algorithm::kTree);
+    EXPECT_EQ(unforced.source, ChoiceSource::kTable);
+  }
+  // An exclusion leaves the model the fastest of the rest.
+  const Tuner plain = tuner(options());
+  const Algorithm best = plain.choose(Collective::kAllReduce, 8).algo;
+  o = options();
+  o.algo = "allreduce:^" + std::string(algorithmName(best));
+  const Tuner excluding = tuner(o);
+  const Choice c = excluding.choose(Collective::kAllReduce, 8);
+  EXPECT_NE(c.algo, best);
+  for (Algorithm a : algorithmsFor(Collective::kAllReduce)) {
+    if (a == best) continue;
+    EXPECT_LE(c.predictedUs, *excluding.predictedUs(Collective::kAllReduce, a, 8));
+  }
+  // A table choice BRAID_ALGO allows stands.
+  o = options();
+  o.algo = "allreduce:tree|ring";
+  const Tuner allowing = tuner(o, &tt);
+  EXPECT_EQ(allowing.choose(Collective::kAllReduce, 8).algo, Algorithm::kTree);
+  EXPECT_EQ(allowing.choose(Collective::kAllReduce, 8).source, ChoiceSource::kTable);
+}
+
+TEST(Tuner, ForcedChunkAndChannelsApplyToEveryChoice) {
+  TunerOptions o = options();
+  o.chunkBytes = 64 << 10;
+  o.nchannels = 2;
+  o.maxChannels = 2;
+  const TuningTable tt = table("allreduce 4 0 1M ring 256K 1\n");
+  const Tuner t = tuner(o, &tt);
+  for (Collective coll : modelled()) {
+    for (uint64_t bytes : {uint64_t{8}, uint64_t{1} << 20, uint64_t{1} << 28}) {
+      const Choice c = t.choose(coll, bytes);
+      EXPECT_EQ(c.chunkBytes, 64u << 10);
+      EXPECT_EQ(c.nchannels, 2);
+    }
+  }
+  EXPECT_EQ(t.choose(Collective::kAllReduce, 8).algo, Algorithm::kRing);
+}
+
+TEST(Tuner, MalformedOrImpossibleBraidAlgoIsAnError) {
+  TunerOptions o = options();
+  o.algo = "allreduce:bogus";
+  EXPECT_FALSE(Tuner::create(o, model(), nullptr).ok());
+  o.algo = "allgather:ring";
+  o.nslots = 1;
+  Result<Tuner> t = Tuner::create(o, model(), nullptr);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("BRAID_NSLOTS >= 2"), std::string::npos);
+}
+
+TEST(Tuner, QueriesNeedALiveCommunicator) {
+  EXPECT_FALSE(tunerChoice(nullptr, Collective::kAllReduce, 8, false).ok());
+  EXPECT_FALSE(tunerPredictionUs(nullptr, Collective::kAllReduce, Algorithm::kRing, 8).ok());
+  EXPECT_FALSE(tunerTable(nullptr).ok());
+}
+
+TEST(Tuner, SameInputsSameDigestAndTable) {
+  const Tuner a = tuner(options());
+  const Tuner b = tuner(options());
+  EXPECT_EQ(a.digest(), b.digest());
+  EXPECT_EQ(a.formatTable(), b.formatTable());
+  for (Collective coll : modelled()) {
+    EXPECT_NE(a.formatTable().find(std::string(collectiveName(coll)) + " "), std::string::npos);
+  }
+  TunerOptions o = options();
+  o.maxChannels = 1;
+  EXPECT_NE(tuner(o).digest(), a.digest());
+}
+
+}  // namespace
+}  // namespace braid
