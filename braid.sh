@@ -27,7 +27,7 @@ install_packages() {
 build() {
   install_packages
   # nvcc lives outside PATH in the standard CUDA install; the cuda feature finds it there.
-  if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
+  if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     meson setup "$BUILD_DIR" --buildtype=release
   fi

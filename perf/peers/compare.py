@@ -95,7 +95,15 @@ def braid_library(build_dir):
                              capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         rev = ""
-    lib.version = f"braid-perf of {build_dir}" + (f" (git {rev})" if rev else "")
+    try:
+        built = datetime.datetime.fromtimestamp(os.path.getmtime(program)).astimezone()
+        built_text = f", built {built.isoformat(timespec='minutes')}"
+    except OSError:
+        built_text = ""
+    # The program is whatever the build directory holds: say when it was built, and what the
+    # work tree is now (it may have moved on since).
+    lib.version = (f"braid-perf of {build_dir}{built_text}"
+                   + (f"; work tree now at git {rev}" if rev else ""))
     if not os.access(program, os.X_OK):
         lib.missing = f"{program} not built (ninja -C {build_dir})"
     return lib
@@ -486,15 +494,19 @@ def write_outputs(runs, libraries, present, args, meta_base):
              f"waited {sum(r['waited_s'] for r in runs):.0f} s in all)" if busies
              else "- CPU busy before runs: not checked",
              f"- CPU taken by other processes during each run: {100 * min(during):.0f}% .. "
-             f"{100 * max(during):.0f}% (runs above the limit were repeated up to "
-             f"{args.retries} times; `cpu_others_during` per run in compare.json)" if during
+             f"{100 * max(during):.0f}% ("
+             + (f"runs above {100 * args.max_busy:.0f}% were repeated up to {args.retries} "
+                "times; " if args.max_busy < 1 and args.retries > 0 else "")
+             + "`cpu_others_during` per run in compare.json)" if during
              else "- CPU taken by other processes during the runs: unknown",
              f"- float32 sum, {args.iters} timed + {args.warmup} warm-up iterations per size, "
              f"time averaged over ranks; busbw as nccl-tests; the table shows the "
              f"{placement_text(args.placement)}; (!) marks sizes with wrong values",
              f"- Gloo network: {meta['gloo_network']}"]
     for lib in libraries:
-        what = lib.version or ("not run: " + lib.missing if lib.missing else "")
+        ran = any(r["library"] == lib.key for r in runs)
+        what = ("not run: " + lib.missing if lib.missing
+                else (lib.version or "") if ran else "no run (allreduce only)")
         lines.append(f"- {lib.label}: {what}")
     if plot_error:
         lines.append(f"- plot: not written ({plot_error})")

@@ -74,10 +74,10 @@ std::string waitingRank(int rank, braidComm_t comm, const ProcessResources& befo
 
 TEST(Abort, FromAnotherThreadUnblocksTheCallAndFailsThePeers) {
   resetBoard();
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(kTimeout + 5);
-  ASSERT_TRUE(id.ok()) << id.status().message();
+  RootProcess root(kTimeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
   const std::vector<RankOutcome> outcomes = runRanks(
-      kRanks, id.value(),
+      kRanks, root.id(),
       [](int rank, const braidUniqueId& rid) -> std::string {
         const ProcessResources before = snapshotResources();
         Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout)};
@@ -93,10 +93,10 @@ TEST(Abort, FromAnotherThreadUnblocksTheCallAndFailsThePeers) {
 
 TEST(Abort, BetweenCallsFailsThePeersNextCall) {
   resetBoard();
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(kTimeout + 5);
-  ASSERT_TRUE(id.ok()) << id.status().message();
+  RootProcess root(kTimeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
   const std::vector<RankOutcome> outcomes = runRanks(
-      kRanks, id.value(),
+      kRanks, root.id(),
       [](int rank, const braidUniqueId& rid) -> std::string {
         Checks checks("rank " + std::to_string(rank));
         Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout)};

@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "algorithms/algorithms.h"
-#include "core/bootstrap.h"
 
 namespace braid::testing {
 namespace {
@@ -274,10 +273,6 @@ bool namesDeadRank(const std::string& message, int rank) {
     }
   }
   return false;
-}
-
-Result<braidUniqueId> uniqueIdWithRootTimeout(double rootTimeoutSeconds) {
-  return startBootstrapRoot("", rootTimeoutSeconds);
 }
 
 double nowSeconds() {

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "braid.h"
-#include "core/status.h"
 #include "tests/support/collective_check.h"
 
 namespace braid::testing {
@@ -130,10 +129,6 @@ std::string algoSetting(const CollAlgo& ca);
 /// Whether `message` says that `rank` died or dropped out: "rank 3 (pid ...) exited",
 /// "rank 3 closed the connection", "rank 3 exited", "rank 3 (addr) left ...".
 bool namesDeadRank(const std::string& message, int rank);
-
-/// A unique id whose root (in this process) gives up after `rootTimeoutSeconds`, so that a
-/// rendezvous a test breaks on purpose does not keep a thread for the default 300 s.
-Result<braidUniqueId> uniqueIdWithRootTimeout(double rootTimeoutSeconds);
 
 /// Seconds since a steady-clock start.
 double secondsSince(double start);

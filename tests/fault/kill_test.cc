@@ -8,13 +8,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "braid.h"
 #include "core/bootstrap.h"
-#include "core/status.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/support/multiprocess.h"
 #include "transport/shm/shm_segment.h"
@@ -183,11 +183,11 @@ std::string survivorBody(const Scenario& s, int rank, const braidUniqueId& id) {
 
 void runScenario(const Scenario& s) {
   resetBoard();
-  // A root of our own, so that a failed rendezvous does not keep a thread for the default 300 s.
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(s.timeout + 5);
-  ASSERT_TRUE(id.ok()) << id.status().message();
+  // A root that gives up soon after the ranks would, for the rendezvous a death breaks.
+  RootProcess root(s.timeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
   std::vector<RankOutcome> outcomes = runRanks(
-      s.nranks, id.value(),
+      s.nranks, root.id(),
       [&](int rank, const braidUniqueId& rid) -> std::string {
         board().pids[rank] = static_cast<int>(getpid());
         if (rank == s.victim) victimBody(s, rank, rid);
@@ -217,6 +217,10 @@ struct MidCallParam {
   CollAlgo ca;
   Death death;
 };
+
+void PrintTo(const MidCallParam& p, std::ostream* os) {
+  *os << testCollName(p.ca.coll) << " with " << p.ca.algo << ", " << deathName(p.death);
+}
 
 class MidCallKill : public ::testing::TestWithParam<MidCallParam> {};
 

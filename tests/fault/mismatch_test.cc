@@ -103,10 +103,10 @@ std::string rankBody(const Mismatch& m, int rank, const braidUniqueId& id) {
 }
 
 void runMismatch(const Mismatch& m) {
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(kTimeout + 5);
-  ASSERT_TRUE(id.ok()) << id.status().message();
+  RootProcess root(kTimeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
   const std::vector<RankOutcome> outcomes = runRanks(
-      kRanks, id.value(),
+      kRanks, root.id(),
       [&](int rank, const braidUniqueId& rid) { return rankBody(m, rank, rid); },
       /*deadlineSeconds=*/kTimeout + 20);
   EXPECT_EQ(failures(outcomes), "") << m.name;
@@ -243,11 +243,11 @@ TEST(Mismatch, DISABLED_EveryAlgorithm) {
 // whose zero-count call met a non-empty one elsewhere is therefore one call ahead, and the next
 // call that exchanges data fails on every rank, naming both sequence numbers.
 TEST(Mismatch, ZeroCountSurfacesAtTheNextExchange) {
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(kTimeout + 5);
-  ASSERT_TRUE(id.ok()) << id.status().message();
+  RootProcess root(kTimeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
   const int deviant = 3;
   const std::vector<RankOutcome> outcomes = runRanks(
-      kRanks, id.value(),
+      kRanks, root.id(),
       [&](int rank, const braidUniqueId& rid) -> std::string {
         Checks checks("rank " + std::to_string(rank));
         Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout), kRingPlans};

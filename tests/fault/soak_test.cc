@@ -48,11 +48,11 @@ std::string growth(const ProcessResources& before, const ProcessResources& after
 
 TEST(Soak, HundredThousandSmallAllReduces) {
   const int nranks = 3;
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(60);
-  ASSERT_TRUE(id.ok()) << id.status().message();
+  RootProcess root(60);
+  ASSERT_TRUE(root.ok()) << root.error();
   const double start = nowSeconds();
   const std::vector<RankOutcome> outcomes = runRanks(
-      nranks, id.value(),
+      nranks, root.id(),
       [&](int rank, const braidUniqueId& rid) -> std::string {
         Checks checks("rank " + std::to_string(rank));
         Settings settings{"BRAID_TIMEOUT=60"};

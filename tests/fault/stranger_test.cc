@@ -8,14 +8,12 @@
 
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "braid.h"
 #include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/bootstrap_wire.h"
-#include "core/little_endian.h"
 #include "core/unique_id.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/support/multiprocess.h"
@@ -31,9 +29,9 @@ constexpr double kJoinWithin = 4;
 // The rank held inside its join while the strangers work on the root and on its listener.
 constexpr int kHeld = 2;
 
-Socket connectTo(const SocketAddress& where) {
+Socket connectTo(const SocketAddress& where, Checks& checks) {
   Result<Socket> s = Socket::connectTo(where, Deadline::after(5), "stranger", false);
-  EXPECT_TRUE(s.ok()) << s.status().message();
+  checks.expect(s.ok(), "cannot connect to " + where.toString() + ": " + s.status().message());
   return s.ok() ? std::move(s.value()) : Socket();
 }
 
@@ -48,53 +46,89 @@ bool droppedWithin(Socket& s, double seconds) {
   }
 }
 
-void send(Socket& s, const void* data, size_t bytes) {
-  EXPECT_TRUE(s.writeAll(data, bytes, Deadline::after(5), "stranger").ok());
+void send(Socket& s, const void* data, size_t bytes, Checks& checks) {
+  checks.expect(s.writeAll(data, bytes, Deadline::after(5), "stranger").ok(), "a write failed");
 }
 
-void sendHeader(Socket& s, FrameType type, uint32_t length) {
+void sendHeader(Socket& s, FrameType type, uint32_t length, Checks& checks) {
   uint8_t header[kFrameHeaderBytes];
   encodeFrameHeader({type, 0, 0, length}, header);
-  send(s, header, sizeof(header));
+  send(s, header, sizeof(header), checks);
 }
 
 /// What strangers do to one listener; the stalling connections stay open until the end.
 void attack(const SocketAddress& where, const Secret& secret, FrameType firstFrame,
-            std::vector<Socket>& stalling) {
+            std::vector<Socket>& stalling, Checks& checks) {
   const std::string at = " at " + where.toString();
-  Socket garbage = connectTo(where);
+  Socket garbage = connectTo(where, checks);
   const std::string junk(200, 'x');
-  send(garbage, junk.data(), junk.size());
-  EXPECT_TRUE(droppedWithin(garbage, 5)) << "garbage" << at;
+  send(garbage, junk.data(), junk.size(), checks);
+  checks.expect(droppedWithin(garbage, 5), "garbage was not dropped" + at);
 
   // A frame header claiming 4 GiB where the handshake belongs, padded to a hello's length (a
   // shorter one is a staller, dropped at the handshake limit).
-  Socket huge = connectTo(where);
-  sendHeader(huge, firstFrame, 0xffffffffu);
+  Socket huge = connectTo(where, checks);
+  sendHeader(huge, firstFrame, 0xffffffffu, checks);
   const std::vector<uint8_t> pad(kClientHelloBytes - kFrameHeaderBytes, 0);
-  send(huge, pad.data(), pad.size());
-  EXPECT_TRUE(droppedWithin(huge, 5)) << "oversized frame" << at;
+  send(huge, pad.data(), pad.size(), checks);
+  checks.expect(droppedWithin(huge, 5), "an oversized frame was not dropped" + at);
 
   // A wrong secret: the stranger cannot verify the listener, and its proof is refused.
-  Socket wrong = connectTo(where);
+  Socket wrong = connectTo(where, checks);
   Secret other = secret;
   other[5] ^= 0x40;
-  EXPECT_EQ(authenticateAsClient(wrong, other, Deadline::after(5), "wrong").code(),
-            braidRemoteError);
+  checks.expect(authenticateAsClient(wrong, other, Deadline::after(5), "wrong").code() ==
+                    braidRemoteError,
+                "a wrong secret verified the listener" + at);
   const std::vector<uint8_t> proof(kClientProofBytes, 0x17);
   (void)wrong.writeAll(proof.data(), proof.size(), Deadline::after(5), "wrong");
-  EXPECT_TRUE(droppedWithin(wrong, 5)) << "wrong secret" << at;
+  checks.expect(droppedWithin(wrong, 5), "a wrong secret was not dropped" + at);
 
   // An insider (right secret) whose first frame claims 1 GiB.
-  Socket insider = connectTo(where);
-  ASSERT_TRUE(authenticateAsClient(insider, secret, Deadline::after(5), "insider").ok());
-  sendHeader(insider, firstFrame, 1u << 30);
-  EXPECT_TRUE(droppedWithin(insider, 5)) << "insider's oversized frame" << at;
+  Socket insider = connectTo(where, checks);
+  checks.expect(authenticateAsClient(insider, secret, Deadline::after(5), "insider").ok(),
+                "the right secret was refused" + at);
+  sendHeader(insider, firstFrame, 1u << 30, checks);
+  checks.expect(droppedWithin(insider, 5), "an insider's oversized frame was not dropped" + at);
 
   // Silent, and half a hello then silence.
-  stalling.push_back(connectTo(where));
-  stalling.push_back(connectTo(where));
-  send(stalling.back(), "BRHS\x01", 5);
+  stalling.push_back(connectTo(where, checks));
+  stalling.push_back(connectTo(where, checks));
+  send(stalling.back(), "BRHS\x01", 5, checks);
+}
+
+/// The stranger: a process of its own (no thread in the test process, which forks the ranks).
+std::string strangerBody(const UniqueIdInfo& info) {
+  Checks checks("stranger");
+  std::vector<Socket> stalling;
+  const double start = nowSeconds();
+  while (board().listener[kHeld][0] == 0 && secondsSince(start) < kTimeout) usleep(1000);
+  // The root has one rank so far; the held rank's listener runs.
+  attack(info.root, info.secret, FrameType::kJoin, stalling, checks);
+  Result<SocketAddress> listener = SocketAddress::parse(board().listener[kHeld]);
+  if (checks.expect(listener.ok(), std::string("no listener address: ") + board().listener[kHeld])) {
+    attack(listener.value(), info.secret, FrameType::kIdentify, stalling, checks);
+    // An insider that claims to be rank 99: refused with the reason, the group undisturbed.
+    Socket liar = connectTo(listener.value(), checks);
+    checks.expect(authenticateAsClient(liar, info.secret, Deadline::after(5), "liar").ok(),
+                  "the liar could not authenticate");
+    const std::vector<uint8_t> identify = encodeIdentify({2, 99, kRanks});  // point-to-point
+    checks.expect(writeFrame(liar, FrameType::kIdentify, 0, 0, identify.data(), identify.size(),
+                             Deadline::after(5), "liar")
+                      .ok(),
+                  "the liar could not write");
+    std::vector<uint8_t> reply;
+    Result<FrameHeader> answer =
+        readFrame(liar, frameBit(FrameType::kError) | frameBit(FrameType::kAccept), 0, &reply,
+                  Deadline::after(5), "liar");
+    checks.expect(answer.status().code() == braidInvalidUsage &&
+                      answer.status().message().find("rank 99") != std::string::npos,
+                  "the liar was not refused with the reason: " + answer.status().message());
+  }
+  board().released = 1;
+  // The stalling strangers are dropped at their handshake limit, or when the listener closes.
+  for (Socket& s : stalling) checks.expect(droppedWithin(s, 10), "a staller was kept");
+  return checks.text();
 }
 
 std::string rankBody(int rank, const braidUniqueId& id) {
@@ -134,46 +168,17 @@ std::string rankBody(int rank, const braidUniqueId& id) {
 
 TEST(Strangers, AtTheRootAndARankListenerDuringInit) {
   resetBoard();
-  Result<braidUniqueId> id = uniqueIdWithRootTimeout(kTimeout + 5);
-  ASSERT_TRUE(id.ok()) << id.status().message();
-  const UniqueIdInfo info = decodeUniqueId(id.value()).value();
-  std::vector<Socket> stalling;
-  std::thread strangers([&] {
-    const double start = nowSeconds();
-    while (board().listener[kHeld][0] == 0 && secondsSince(start) < kTimeout) usleep(1000);
-    // The root has one rank so far; the held rank's listener runs.
-    attack(info.root, info.secret, FrameType::kJoin, stalling);
-    Result<SocketAddress> listener = SocketAddress::parse(board().listener[kHeld]);
-    EXPECT_TRUE(listener.ok()) << board().listener[kHeld];
-    if (listener.ok()) {
-      attack(listener.value(), info.secret, FrameType::kIdentify, stalling);
-      // An insider that claims to be rank 99: refused with the reason, the group undisturbed.
-      Socket liar = connectTo(listener.value());
-      EXPECT_TRUE(authenticateAsClient(liar, info.secret, Deadline::after(5), "liar").ok());
-      uint8_t identify[12];
-      putLe32(identify, 2);  // point-to-point
-      putLe32(identify + 4, 99);
-      putLe32(identify + 8, kRanks);
-      EXPECT_TRUE(writeFrame(liar, FrameType::kIdentify, 0, 0, identify, sizeof(identify),
-                             Deadline::after(5), "liar")
-                      .ok());
-      std::vector<uint8_t> reply;
-      Result<FrameHeader> answer =
-          readFrame(liar, frameBit(FrameType::kError) | frameBit(FrameType::kAccept), 0, &reply,
-                    Deadline::after(5), "liar");
-      EXPECT_EQ(answer.status().code(), braidInvalidUsage) << answer.status().message();
-      EXPECT_NE(answer.status().message().find("rank 99"), std::string::npos)
-          << answer.status().message();
-    }
-    board().released = 1;
-  });
+  RootProcess root(kTimeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
+  const UniqueIdInfo info = decodeUniqueId(root.id()).value();
+  // Processes 0..kRanks-1 are the ranks, process kRanks the stranger.
   const std::vector<RankOutcome> outcomes = runRanks(
-      kRanks, id.value(), [](int rank, const braidUniqueId& rid) { return rankBody(rank, rid); },
+      kRanks + 1, root.id(),
+      [&](int rank, const braidUniqueId& rid) {
+        return rank == kRanks ? strangerBody(info) : rankBody(rank, rid);
+      },
       kTimeout + 20);
-  strangers.join();
   EXPECT_EQ(failures(outcomes), "");
-  // The stalling strangers are dropped at their handshake limit, or when the listener closes.
-  for (Socket& s : stalling) EXPECT_TRUE(droppedWithin(s, 10)) << "a staller was kept";
 }
 
 }  // namespace

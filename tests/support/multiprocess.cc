@@ -7,8 +7,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <sstream>
+
+#include "core/bootstrap.h"
 
 namespace braid::testing {
 namespace {
@@ -30,17 +33,75 @@ void writeAll(int fd, const std::string& text) {
 
 }  // namespace
 
+RootProcess::RootProcess(double rootTimeoutSeconds) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    error_ = std::string("pipe: ") + std::strerror(errno);
+    return;
+  }
+  pid_ = fork();
+  if (pid_ < 0) {
+    error_ = std::string("fork: ") + std::strerror(errno);
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid_ == 0) {
+    close(fds[0]);
+    // The reply: a result code, then the id or the error text.
+    braidUniqueId id{};
+    int32_t rc = braidSuccess;
+    std::string error;
+    if (rootTimeoutSeconds > 0) {
+      Result<braidUniqueId> made = startBootstrapRoot("", rootTimeoutSeconds);
+      if (made.ok()) {
+        id = made.value();
+      } else {
+        rc = made.status().code();
+        error = made.status().message();
+      }
+    } else {
+      rc = braidGetUniqueId(&id);
+      if (rc != braidSuccess) error = braidGetLastError(nullptr);
+    }
+    writeAll(fds[1], std::string(reinterpret_cast<const char*>(&rc), sizeof(rc)));
+    writeAll(fds[1], rc == braidSuccess ? std::string(id.internal, sizeof(id.internal)) : error);
+    close(fds[1]);
+    for (;;) pause();  // serving, until the test is done with the root
+  }
+  close(fds[1]);
+  std::string reply;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) reply.append(buf, size_t(n));
+  close(fds[0]);
+  int32_t rc = braidInternalError;
+  if (reply.size() >= sizeof(rc)) std::memcpy(&rc, reply.data(), sizeof(rc));
+  if (rc == braidSuccess && reply.size() == sizeof(rc) + sizeof(id_.internal)) {
+    std::memcpy(id_.internal, reply.data() + sizeof(rc), sizeof(id_.internal));
+  } else {
+    error_ = "starting the bootstrap root failed: " +
+             (reply.size() > sizeof(rc) ? reply.substr(sizeof(rc)) : std::string("no reply"));
+  }
+}
+
+RootProcess::~RootProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+}
+
 std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds) {
-  braidUniqueId id{};
-  if (braidGetUniqueId(&id) != braidSuccess) {
+  RootProcess root;
+  if (!root.ok()) {
     std::vector<RankOutcome> outcomes(nranks);
     for (int r = 0; r < nranks; ++r) {
       outcomes[r].rank = r;
-      outcomes[r].output = std::string("braidGetUniqueId failed: ") + braidGetLastError(nullptr);
+      outcomes[r].output = root.error();
     }
     return outcomes;
   }
-  return runRanks(nranks, id, body, deadlineSeconds);
+  return runRanks(nranks, root.id(), body, deadlineSeconds);
 }
 
 std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const RankBody& body,

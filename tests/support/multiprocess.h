@@ -25,7 +25,31 @@ struct RankOutcome {
 /// The body returns "" on success or a description of what went wrong.
 using RankBody = std::function<std::string(int rank, const braidUniqueId& id)>;
 
-/// Forks nranks processes sharing one unique id; waits at most deadlineSeconds for all of them.
+/// A bootstrap root (braidGetUniqueId) served by a process of its own, killed and reaped on
+/// destruction. The test process then has no root thread when it forks rank processes: forking a
+/// process while another of its threads holds a lock (the allocator's, say; sanitizer allocators
+/// are not fork-safe) can leave the child blocked forever.
+class RootProcess {
+ public:
+  /// rootTimeoutSeconds > 0: the root gives up after that long; else BRAID_TIMEOUT as read by
+  /// braidGetUniqueId.
+  explicit RootProcess(double rootTimeoutSeconds = 0);
+  ~RootProcess();
+  RootProcess(const RootProcess&) = delete;
+  RootProcess& operator=(const RootProcess&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  const braidUniqueId& id() const { return id_; }
+
+ private:
+  int pid_ = -1;
+  braidUniqueId id_{};
+  std::string error_;
+};
+
+/// Forks nranks processes sharing one unique id (served by a RootProcess); waits at most
+/// deadlineSeconds for all of them.
 std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds);
 /// The same with an id the caller made (a root with its own timeout, say).
 std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const RankBody& body,
