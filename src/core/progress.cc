@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 
 namespace braid {
 namespace {
@@ -41,10 +40,6 @@ bool ready(const std::vector<ProgressTask>& tasks, const ProgressTask& task) {
                      [&](size_t i) { return tasks[i].finished; });
 }
 
-bool xNoOversub() {  // EXPERIMENT
-  static const bool v = getenv("BRAID_X_NO_OVERSUB") != nullptr;
-  return v;
-}
 /// CPUs this process may run on.
 int usableCpus() {
   static const int cpus = [] {
@@ -60,17 +55,11 @@ int usableCpus() {
 /// 7.5 us with a 2-5 us spin, 4.0 us yielding at once), so such a rank yields as soon as a sweep
 /// finds nothing to do.
 bool oversubscribed(const std::vector<ProgressTask>& tasks) {
-  if (xNoOversub()) return false;  // EXPERIMENT
   for (const ProgressTask& t : tasks) {
     const Waker* w = t.client->waker();
     if (w != nullptr && w->hostRanks > static_cast<uint32_t>(usableCpus())) return true;
   }
   return false;
-}
-
-int64_t xFixedSpin() {  // EXPERIMENT
-  static const int64_t v = getenv("BRAID_X_FIXED_SPIN") ? atoll(getenv("BRAID_X_FIXED_SPIN")) : kSpinNs;
-  return v;
 }
 
 /// Records the CPU this thread runs on in the Wakers of its runs' communicators, and says whether
@@ -150,7 +139,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
       cpuRelax();
       continue;
     }
-    const int64_t spinNs = yieldAtOnce || sharesCpuWithPeer(tasks) ? 0 : xFixedSpin();
+    const int64_t spinNs = yieldAtOnce || sharesCpuWithPeer(tasks) ? 0 : kSpinNs;
     const int64_t now = nowNs();
     if (idleSince == 0) idleSince = now;
     const int64_t idle = now - idleSince;
@@ -193,8 +182,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
                             " s (BRAID_TIMEOUT); stuck at " + t.run->position());
       }
     }
-    static const int64_t xYieldNs = getenv("BRAID_X_YIELD_NS") ? atoll(getenv("BRAID_X_YIELD_NS")) : kYieldNs;  // EXPERIMENT
-    if (idle < xYieldNs) {
+    if (idle < kYieldNs) {
       sched_yield();
       continue;
     }

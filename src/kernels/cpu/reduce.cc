@@ -158,8 +158,7 @@ void copy2StreamFirst(void* streamDst, void* cachedDst, const void* src, size_t 
 }
 
 bool streamOutputs(size_t workingSetBytes) {
-  static const size_t xFactor = getenv("BRAID_X_STREAM_FACTOR") ? atoll(getenv("BRAID_X_STREAM_FACTOR")) : 2;  // EXPERIMENT
-  return workingSetBytes >= xFactor * streamingCopyThreshold();
+  return workingSetBytes >= 2 * streamingCopyThreshold();
 }
 
 Reducer::Reducer() : Reducer(braidFloat32, braidSum, 1) {}

@@ -130,8 +130,6 @@ FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
   FifoView v;
   v.control = reinterpret_cast<FifoControl*>(base);
   // Both ends are this process's and the peer's connectors: publish through the slot lines.
-  static const bool xNoLines = getenv("BRAID_X_NO_LINES") != nullptr;  // EXPERIMENT
-  if (xNoLines) v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl)); else  // EXPERIMENT
   v.lines = reinterpret_cast<SlotLine*>(base + sizeof(FifoControl));
   v.data = base + kFifoMetaBytes;
   v.nslots = nslots_;
