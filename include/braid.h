@@ -39,7 +39,16 @@ typedef struct {
   char internal[BRAID_UNIQUE_ID_BYTES];
 } braidUniqueId;
 
-typedef enum {
+/* In C++ the enums take int as their fixed underlying type, as a C enum effectively has: then
+ * every int a caller passes is a value of the type, and the library rejects the unknown ones with
+ * braidInvalidArgument (C++ would otherwise give out-of-range values undefined behaviour). */
+#ifdef __cplusplus
+#define BRAID_ENUM_BASE : int
+#else
+#define BRAID_ENUM_BASE
+#endif
+
+typedef enum BRAID_ENUM_BASE {
   braidSuccess = 0,
   braidUnhandledCudaError = 1,
   braidSystemError = 2,
@@ -51,7 +60,7 @@ typedef enum {
   braidTimeout = 8
 } braidResult_t;
 
-typedef enum {
+typedef enum BRAID_ENUM_BASE {
   braidInt8 = 0,
   braidUint8 = 1,
   braidInt32 = 2,
@@ -65,7 +74,13 @@ typedef enum {
 } braidDataType_t;
 
 /** Reductions. Avg is Sum divided by nranks (integers: truncating division). */
-typedef enum { braidSum = 0, braidProd = 1, braidMax = 2, braidMin = 3, braidAvg = 4 } braidRedOp_t;
+typedef enum BRAID_ENUM_BASE {
+  braidSum = 0,
+  braidProd = 1,
+  braidMax = 2,
+  braidMin = 3,
+  braidAvg = 4
+} braidRedOp_t;
 
 /* ---------------------------------------------------------------------------------------------
  * Version and errors
