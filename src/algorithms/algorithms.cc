@@ -149,6 +149,24 @@ std::optional<Algorithm> findAlgorithm(std::string_view name) {
   return std::nullopt;
 }
 
+void addCallCheckLane(Plan& plan, const PlanRequest& request, int channel) {
+  if (plan.lanes.empty() || request.nranks < 2) return;
+  Step check;
+  switch (request.coll) {
+    case Collective::kSend: check = makeCallCheck(request.peer, -1); break;
+    case Collective::kRecv: check = makeCallCheck(-1, request.peer); break;
+    default: {
+      const int n = request.nranks;
+      auto at = [&](int i) { return request.ring.empty() ? i : request.ring[i]; };
+      int pos = 0;
+      while (pos + 1 < n && at(pos) != request.rank) ++pos;  // buildPlan checked the ring
+      check = makeCallCheck(at((pos + 1) % n), at((pos + n - 1) % n));
+      break;
+    }
+  }
+  plan.lanes.push_back(Lane{channel, {check}});
+}
+
 Result<Plan> buildPlan(const PlanRequest& request) {
   Status status = checkRequest(request);
   if (!status.ok()) return status.withContext("cannot build a plan");

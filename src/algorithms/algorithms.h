@@ -26,6 +26,14 @@ int minSlotsFor(Algorithm algo, Collective coll);
 /// "pairwise", "hier"), if any.
 std::optional<Algorithm> findAlgorithm(std::string_view name);
 
+/// Appends the call check lane on `channel`, which no algorithm may use: a collective sends an
+/// empty slot to its ring successor and takes one from its ring predecessor (request.ring), a
+/// Send sends one to its peer and a Recv takes one from its peer. Each slot carries the call's
+/// descriptor, so a rank whose call differs from its predecessor's (or from its peer's) fails
+/// whatever route the algorithm's data takes. Plans that exchange nothing (one rank, count 0)
+/// get no check.
+void addCallCheckLane(Plan& plan, const PlanRequest& request, int channel);
+
 /// Builds one rank's plan. Errors name what is wrong with the request (an algorithm that cannot
 /// serve the collective, a rank or root out of range, a chunk size of zero...).
 Result<Plan> buildPlan(const PlanRequest& request);

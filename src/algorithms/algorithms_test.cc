@@ -104,6 +104,56 @@ TEST(Algorithms, CountZeroGivesAnEmptyPlan) {
   }
 }
 
+TEST(Algorithms, CallCheckLaneLinksRingNeighboursOrThePeer) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm algo : algorithmsFor(coll)) {
+      PlanRequest q = validRequest(coll, algo);
+      q.nranks = 5;
+      q.rank = 3;
+      q.peer = 1;
+      q.ring = {2, 4, 0, 3, 1};  // rank 3 follows 0 and precedes 1
+      Result<Plan> plan = buildPlan(q);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      const size_t lanes = plan->lanes.size();
+      addCallCheckLane(*plan, q, 7);
+      ASSERT_EQ(plan->lanes.size(), lanes + 1) << describeRequest(q);
+      const Lane& lane = plan->lanes.back();
+      EXPECT_EQ(lane.channel, 7);
+      ASSERT_EQ(lane.steps.size(), 1u);
+      const Step& s = lane.steps[0];
+      EXPECT_TRUE(s.flags & kStepCallCheck);
+      EXPECT_EQ(s.nsend, coll == Collective::kRecv ? 0 : 1);
+      EXPECT_EQ(s.nrecv, coll == Collective::kSend ? 0 : 1);
+      if (coll == Collective::kSend) {
+        EXPECT_EQ(s.sendPeers[0], 1);
+      } else if (coll == Collective::kRecv) {
+        EXPECT_EQ(s.recvPeers[0], 1);
+      } else {
+        EXPECT_EQ(s.sendPeers[0], 1);
+        EXPECT_EQ(s.recvPeers[0], 0);
+      }
+      EXPECT_TRUE(validatePlan(*plan, 64).ok()) << describePlan(*plan, true);
+    }
+  }
+  // Nothing to check where nothing is exchanged.
+  PlanRequest empty = validRequest(Collective::kAllReduce, Algorithm::kRing);
+  empty.count = 0;
+  Result<Plan> plan = buildPlan(empty);
+  ASSERT_TRUE(plan.ok());
+  addCallCheckLane(*plan, empty, 4);
+  EXPECT_TRUE(plan->lanes.empty());
+  PlanRequest alone = validRequest(Collective::kAllReduce, Algorithm::kRing);
+  alone.nranks = 1;
+  alone.rank = 0;
+  alone.root = 0;
+  plan = buildPlan(alone);
+  ASSERT_TRUE(plan.ok());
+  const size_t lanes = plan->lanes.size();
+  addCallCheckLane(*plan, alone, 4);
+  EXPECT_EQ(plan->lanes.size(), lanes);
+}
+
 TEST(Algorithms, StepsStayWithinWholeElementsOfTheChunk) {
   // chunkBytes 30 with 8-byte elements: no transfer above 24 bytes.
   for (int c = 0; c < kNumCollectives; ++c) {

@@ -88,6 +88,7 @@ std::string stepText(const Step& s) {
   if (s.src2.buffer != BufferId::kNone) os << " src2=" << refText(s.src2);
   if (s.dst.buffer != BufferId::kNone) os << " dst=" << refText(s.dst);
   if (s.flags & kStepFinalize) os << " finalize";
+  if (s.flags & kStepCallCheck) os << " callCheck";
   return os.str();
 }
 
@@ -119,7 +120,30 @@ Status checkPeers(const Plan& plan, const int32_t* peers, int n, const char* wha
   return okStatus();
 }
 
+// A call check moves no data: peers only, as its op says, and nothing else.
+Status validateCallCheck(const Plan& plan, const Step& s) {
+  if (s.op != StepOp::kSend && s.op != StepOp::kRecv && s.op != StepOp::kSendRecv) {
+    return internalError("call check that is not a send, recv or sendRecv");
+  }
+  if (s.bytes != 0 || s.sendBytes != 0 || (s.flags & kStepFinalize) != 0) {
+    return internalError("call check that moves data");
+  }
+  if (s.src.buffer != BufferId::kNone || s.src2.buffer != BufferId::kNone ||
+      s.dst.buffer != BufferId::kNone) {
+    return internalError("call check that names a buffer");
+  }
+  const StepShape shape = stepShape(s.op);
+  if (shape.recvs) RETURN_IF_ERROR(checkPeers(plan, s.recvPeers, s.nrecv, "recv"));
+  if (shape.sends) RETURN_IF_ERROR(checkPeers(plan, s.sendPeers, s.nsend, "send"));
+  if ((!shape.recvs && s.nrecv != 0) || (!shape.sends && s.nsend != 0) || s.nrecv > 1 ||
+      s.nsend > 1) {
+    return internalError("call check with stray or several peers");
+  }
+  return okStatus();
+}
+
 Status validateStep(const Plan& plan, const Step& s, uint32_t slotBytes) {
+  if (s.flags & kStepCallCheck) return validateCallCheck(plan, s);
   const StepShape shape = stepShape(s.op);
   if (s.bytes % plan.elemSize != 0 || s.sendBytes % plan.elemSize != 0) {
     return internalError("size is not a whole number of elements");
@@ -302,6 +326,15 @@ Step makeSendRecv(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer,
   addRecv(s, recvPeer);
   s.src = src;
   s.dst = dst;
+  return s;
+}
+
+Step makeCallCheck(int sendPeer, int recvPeer) {
+  const StepOp op = sendPeer < 0 ? StepOp::kRecv : recvPeer < 0 ? StepOp::kSend : StepOp::kSendRecv;
+  Step s = makeStep(op, 0);
+  s.flags = kStepCallCheck;
+  if (sendPeer >= 0) addSend(s, sendPeer);
+  if (recvPeer >= 0) addRecv(s, recvPeer);
   return s;
 }
 

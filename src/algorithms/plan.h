@@ -80,6 +80,10 @@ constexpr int kMaxStepPeers = 3;
 /// Flags on a step.
 enum StepFlags : uint8_t {
   kStepFinalize = 1,  ///< apply the op's post-processing (Avg: divide by nranks) to the result
+  /// A call check (makeCallCheck): a Send, Recv or SendRecv of 0 bytes whose slots are posted and
+  /// taken all the same. They carry nothing but the call's descriptor, which the receiver
+  /// compares with its own call as it does for every slot.
+  kStepCallCheck = 2,
 };
 
 /// One step: at most one FIFO slot per peer. POD so that it can be copied to a device as is.
@@ -174,6 +178,10 @@ Step makeSendRecv(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer,
                   uint32_t recvBytes);
 Step makeSendRecvReduce(int sendPeer, BufferRef src, uint32_t sendBytes, int recvPeer,
                         BufferRef src2, BufferRef dst, uint32_t recvBytes);
+
+/// A call check (kStepCallCheck): an empty slot to sendPeer and one from recvPeer; either may be
+/// -1 for none (a Recv or a Send of the check alone).
+Step makeCallCheck(int sendPeer, int recvPeer);
 
 /// Adds a peer to a step built by a constructor above (a tree node reducing from two children,
 /// or sending to both); at most kMaxStepPeers each.

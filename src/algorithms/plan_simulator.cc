@@ -141,6 +141,7 @@ std::string stepLabel(const Step& s) {
   if (shape.readsSrc2) os << " src2=" << refText(s.src2);
   if (shape.writesDst) os << " dst=" << refText(s.dst);
   if (s.flags & kStepFinalize) os << " finalize";
+  if (s.flags & kStepCallCheck) os << " callCheck";
   return os.str();
 }
 
@@ -339,14 +340,15 @@ Action Simulator::enabled(const LaneState& ls) {
   const Step& s = cs.call->plan.lanes[ls.lane].steps[ls.step];
   const StepLinks& links = ls.links[ls.step];
   const StepShape shape = stepShape(s.op);
-  // A transfer of 0 bytes posts no slot and takes none.
+  // A transfer of 0 bytes posts no slot and takes none, except in a call check.
+  const bool check = (s.flags & kStepCallCheck) != 0;
   bool canRecv = true;
-  for (int p = 0; s.bytes > 0 && p < s.nrecv; ++p) {
+  for (int p = 0; (s.bytes > 0 || check) && p < s.nrecv; ++p) {
     canRecv = canRecv && !links.recv[p]->slots.empty();
   }
   const uint32_t sent = shape.independent ? s.sendBytes : s.bytes;
   bool canSend = true;
-  for (int p = 0; sent > 0 && p < s.nsend; ++p) {
+  for (int p = 0; (sent > 0 || check) && p < s.nsend; ++p) {
     canSend = canSend && links.send[p]->slots.size() < static_cast<size_t>(options_.nslots);
   }
   if (shape.independent) {
@@ -511,7 +513,19 @@ Status Simulator::fire(LaneState& ls, Action action) {
   Status status;
   auto fail = [&](const Status& st) { return st.withContext(where(ls)); };
 
-  if (action == Action::kSendHalf && s.sendBytes == 0) {
+  if (s.flags & kStepCallCheck) {
+    // Empty slots: they carry only the descriptor, which the executors compare.
+    if (action != Action::kRecvHalf) {
+      for (int p = 0; p < s.nsend; ++p) links.send[p]->slots.emplace_back();
+    }
+    for (int p = 0; action != Action::kSendHalf && p < s.nrecv; ++p) {
+      Slot empty;
+      status = popSlot(links.recv[p], 0, cs.es, empty);
+      if (!status.ok()) return fail(status);
+    }
+    ls.sendDone = ls.sendDone || action == Action::kSendHalf;
+    ls.recvDone = ls.recvDone || action == Action::kRecvHalf;
+  } else if (action == Action::kSendHalf && s.sendBytes == 0) {
     ls.sendDone = true;
   } else if (action == Action::kRecvHalf && s.bytes == 0) {
     ls.recvDone = true;
@@ -661,6 +675,7 @@ Status buildAndSimulate(const PlanRequest& request, const SimulationOptions& opt
     recv.peer = send.rank;
     for (const PlanRequest& q : {send, recv}) {
       ASSIGN_OR_RETURN(Plan plan, buildPlan(q));
+      if (options.callCheckChannel >= 0) addCallCheckLane(plan, q, options.callCheckChannel);
       calls.push_back({q, std::move(plan)});
     }
   } else {
@@ -668,6 +683,7 @@ Status buildAndSimulate(const PlanRequest& request, const SimulationOptions& opt
       PlanRequest q = request;
       q.rank = r;
       ASSIGN_OR_RETURN(Plan plan, buildPlan(q));
+      if (options.callCheckChannel >= 0) addCallCheckLane(plan, q, options.callCheckChannel);
       calls.push_back({q, std::move(plan)});
     }
   }

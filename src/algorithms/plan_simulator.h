@@ -13,7 +13,8 @@
 // seeded random interleaving (the two halves of a SendRecv step independently, in either order); a
 // dependent step fires when all its inputs have arrived and every FIFO it sends to has room, as
 // the executors run it (they reduce from the received slot straight into the slot they send). A
-// transfer of 0 bytes posts and takes no slot. When nothing can fire before every lane is done the
+// transfer of 0 bytes posts and takes no slot, except in a call check (kStepCallCheck), whose
+// empty slot stands for the descriptor the executors compare. When nothing can fire before every lane is done the
 // plans deadlock, and the simulator says where each lane is stuck. Every received slot must have
 // the size the step expects, no slot may be left over, in-place calls alias Input and Output
 // exactly as the API defines, and after the run every output element must hold exactly its
@@ -33,6 +34,9 @@ struct SimulationOptions {
   int nslots = 1;          ///< FIFO capacity of every connector
   uint64_t seed = 1;       ///< picks the interleaving
   uint32_t slotBytes = 0;  ///< slot size plans are validated against; 0: the request's chunkBytes
+  /// buildAndSimulate: append the call check lane (addCallCheckLane) on this channel, as the
+  /// communicator does; -1: none.
+  int callCheckChannel = -1;
 };
 
 /// One call a rank makes: its request (request.rank is the rank making it) and its plan.

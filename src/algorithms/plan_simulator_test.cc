@@ -71,6 +71,8 @@ Sample makeSample(const Case& c, int n, int k, std::mt19937_64& rng) {
   }
   s.options.nslots = (k % 2 == 0) ? minSlotsFor(c.algo, c.coll) : 4;
   s.options.seed = rng();
+  // The call check lane as the communicator appends it, on the channel after the algorithm's.
+  if (k % 3 != 2) s.options.callCheckChannel = q.nchannels;
   return s;
 }
 
@@ -109,6 +111,7 @@ TEST_P(PlanSimulatorSweep, ManyInterleavingsOfOneShape) {
         SimulationOptions options;
         options.seed = seed;
         options.nslots = minSlotsFor(c.algo, c.coll) + static_cast<int>(seed % 2);
+        options.callCheckChannel = seed <= 4 ? q.nchannels : -1;
         const Status status = buildAndSimulate(q, options);
         ASSERT_TRUE(status.ok()) << describeRequest(q) << " seed=" << seed << "\n  "
                                  << status.message();
@@ -302,6 +305,22 @@ TEST(PlanSimulator, ZeroByteTransfersPostNoSlot) {
   }
   const Status status = simulate(calls, {});
   EXPECT_TRUE(status.ok()) << status.message();
+}
+
+TEST(PlanSimulator, CallChecksPostAndTakeEmptySlots) {
+  PlanRequest q = requestOf(Collective::kAllGather, Algorithm::kRing, 3, 4);
+  q.nchannels = 1;
+  std::vector<SimCall> calls = builtCalls(q);
+  for (int r = 0; r < 3; ++r) addCallCheckLane(calls[r].plan, calls[r].request, 1);
+  const Status status = simulate(calls, twoSlots());
+  EXPECT_TRUE(status.ok()) << status.message();
+  // A rank that skips its check leaves its successor waiting, and its predecessor's slot unread.
+  calls[1].plan.lanes.pop_back();
+  expectFailure(calls, "deadlock", twoSlots());
+  // Sent but never taken.
+  calls = builtCalls(q);
+  calls[0].plan.lanes.push_back(Lane{1, {makeCallCheck(1, -1)}});
+  expectFailure(calls, "left unreceived", twoSlots());
 }
 
 TEST(PlanSimulator, CatchesUninitialisedReads) {

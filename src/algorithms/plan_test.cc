@@ -105,6 +105,36 @@ TEST(ValidatePlan, RejectsLanesSharingAConnector) {
   EXPECT_TRUE(validatePlan(both, kSlot).ok());
 }
 
+TEST(ValidatePlan, AcceptsCallChecksAndRejectsOnesThatMoveData) {
+  Plan plan = planWith({makeSend(2, input(0), 4)});
+  plan.lanes.push_back(Lane{4, {makeCallCheck(2, 0)}});
+  plan.lanes.push_back(Lane{5, {makeCallCheck(2, -1), makeCallCheck(-1, 3)}});
+  const Status status = validatePlan(plan, kSlot);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(makeCallCheck(2, -1).op, StepOp::kSend);
+  EXPECT_EQ(makeCallCheck(-1, 3).op, StepOp::kRecv);
+  EXPECT_EQ(makeCallCheck(2, 0).op, StepOp::kSendRecv);
+
+  Step bytes = makeCallCheck(2, 0);
+  bytes.bytes = bytes.sendBytes = 4;
+  expectRejected(planWith({bytes}), "has a call check that moves data");
+  Step buffer = makeCallCheck(2, -1);
+  buffer.src = input(0);
+  expectRejected(planWith({buffer}), "has a call check that reads a buffer");
+  expectRejected(planWith({makeCallCheck(1, 0)}), "has a call check to itself");
+  Step reduce = makeCallCheck(2, 0);
+  reduce.op = StepOp::kRecvReduceSend;
+  expectRejected(planWith({reduce}), "has a call check that reduces");
+  Step twice = makeCallCheck(2, -1);
+  addSendPeer(twice, 3);
+  expectRejected(planWith({twice}), "has a call check to two peers");
+  Plan shared = planWith({makeSend(2, input(0), 4)});
+  shared.lanes.push_back(Lane{0, {makeCallCheck(2, 0)}});
+  expectRejected(shared, "has a call check on a connector of another lane");
+  EXPECT_NE(describePlan(planWith({makeCallCheck(2, 0)}), true).find("callCheck"),
+            std::string::npos);
+}
+
 TEST(Plan, NamesRoundTrip) {
   EXPECT_EQ(collectiveName(Collective::kReduceScatter), "reducescatter");
   EXPECT_EQ(collectiveName(Collective::kRecv), "recv");

@@ -116,7 +116,7 @@ Status Communicator::setUp() {
   ctx.logger = logger_.get();
   ctx.rank = rank_;
   ctx.nranks = nranks_;
-  ctx.maxChannels = maxChannels_;
+  ctx.maxChannels = maxChannels_ + 1;  // the algorithms' channels, then the call check's
   ctx.peers = &peers_;
   ASSIGN_OR_RETURN(shm_, ShmTransport::create(ctx));
   ASSIGN_OR_RETURN(const std::string links, setUpNetwork(ctx));
@@ -217,7 +217,7 @@ Result<std::string> Communicator::setUpNetwork(TransportContext ctx) {
     BRAID_LOG(*logger_, kInfo, kInit, "rank %d -> rank %d on %s: %s (%s)", rank_, p,
               peers_[p].hostName, transports[p]->name().data(), why.c_str());
   }
-  connectors_ = ConnectorTable(rank_, maxChannels_, std::move(transports));
+  connectors_ = ConnectorTable(rank_, maxChannels_ + 1, std::move(transports));
   return "shm to " + std::to_string(viaShmCount) + ", socket to " + std::to_string(viaSocket) +
          ", ib to " + std::to_string(viaIb) + " peers over " + std::to_string(hosts.size()) +
          " hosts";
@@ -248,6 +248,10 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
   auto it = planCache_.find(request);
   if (it != planCache_.end()) return it->second;
   ASSIGN_OR_RETURN(Plan built, buildPlan(request));
+  // Every call that exchanges data also checks itself against its ring neighbours' (or its
+  // peer's) on a channel of its own, so that a mismatch fails whatever route the data takes.
+  // BRAID_CALL_CHECK=0 saves one empty slot per call; it must then be off on every rank.
+  if (config_.callCheck != 0) addCallCheckLane(built, request, maxChannels_);
   BRAID_LOG(*logger_, kTrace, kColl, "planned %s", describePlan(built).c_str());
   if (planCache_.size() >= kPlanCacheEntries) planCache_.clear();
   auto shared = std::make_shared<const Plan>(std::move(built));

@@ -9,6 +9,9 @@
 
 #if BRAID_HAVE_CUDA
 #include <dlfcn.h>
+#include <link.h>
+
+#include <cstddef>
 
 #include "kernels/cuda/cuda_check.h"
 #endif
@@ -32,6 +35,7 @@ std::optional<PointerInfo> testClassification(const void* ptr) {
 
 #if BRAID_HAVE_CUDA
 // Driver entry points, looked up in an already loaded libcuda (never loaded by this code).
+using CuInitFn = int (*)(unsigned int flags);
 using CuCtxGetCurrentFn = int (*)(void** context);
 using CuDeviceGetCountFn = int (*)(int* count);
 using CuDeviceGetFn = int (*)(int* device, int ordinal);
@@ -48,11 +52,46 @@ bool driverLoaded() {
 
 /// Whether some CUDA context exists in this process, without creating one. Once one has been
 /// seen the answer stays yes (asking CUDA about a pointer is then cheap and harmless).
+/// How many objects the dynamic loader has loaded so far: while it is unchanged, a library that
+/// was absent still is.
+unsigned long long loaderAdds() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) {
+        if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds)) {
+          *static_cast<unsigned long long*>(data) = info->dlpi_adds;
+        }
+        return 1;  // the first object carries the count
+      },
+      &adds);
+  return adds;
+}
+
+/// Where the driver is loaded but cannot work (no device, a stub or too old a driver: cuInit
+/// fails, and stays failed for the process) the answer is a lasting no: asking the driver again
+/// on every call would cost tens of microseconds each time.
 bool processHasCudaContext() {
   static std::atomic<bool> seen{false};
+  static std::atomic<bool> unusable{false};
   if (seen.load(std::memory_order_relaxed)) return true;
+  if (unusable.load(std::memory_order_relaxed)) return false;
+  // dlopen searches the library path even with RTLD_NOLOAD (tens of microseconds per call where
+  // no driver is installed): ask again only once the loader has loaded something new.
+  static std::atomic<unsigned long long> absentAtAdds{~0ull};
+  const unsigned long long adds = loaderAdds();
+  if (adds != 0 && adds == absentAtAdds.load(std::memory_order_relaxed)) return false;
   void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (lib == nullptr) return false;
+  if (lib == nullptr) {
+    absentAtAdds.store(adds, std::memory_order_relaxed);
+    return false;
+  }
+  // cuInit neither loads the driver (it is loaded) nor creates a context.
+  auto init = reinterpret_cast<CuInitFn>(dlsym(lib, "cuInit"));
+  if (init == nullptr || init(0) != 0) {
+    dlclose(lib);
+    unusable.store(true, std::memory_order_relaxed);
+    return false;
+  }
   auto getCurrent = reinterpret_cast<CuCtxGetCurrentFn>(dlsym(lib, "cuCtxGetCurrent"));
   auto getCount = reinterpret_cast<CuDeviceGetCountFn>(dlsym(lib, "cuDeviceGetCount"));
   auto getDevice = reinterpret_cast<CuDeviceGetFn>(dlsym(lib, "cuDeviceGet"));

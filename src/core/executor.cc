@@ -185,14 +185,16 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
 Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channel,
                                                     LaneState& state) {
   const StepShape shape = stepShape(step.op);
+  // A call check posts and takes empty slots: their descriptors are the point.
+  const bool check = (step.flags & kStepCallCheck) != 0;
   bool moved = false;
   if (!state.sendDone) {
-    if (step.sendBytes == 0) {
+    if (step.nsend == 0 || (step.sendBytes == 0 && !check)) {
       state.sendDone = true;
     } else {
       ASSIGN_OR_RETURN(SendConnector * send, connectors_->send(step.sendPeers[0], channel));
       if (char* slot = send->trySlot(step.sendBytes)) {
-        kernels::copy(slot, in(step.src), step.sendBytes);
+        if (step.sendBytes > 0) kernels::copy(slot, in(step.src), step.sendBytes);
         send->post(step.sendBytes, call_);
         state.sendDone = moved = true;
       } else {
@@ -201,14 +203,16 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
     }
   }
   if (!state.recvDone) {
-    if (step.bytes == 0) {
+    if (step.nrecv == 0 || (step.bytes == 0 && !check)) {
       state.recvDone = true;
     } else {
       ASSIGN_OR_RETURN(RecvConnector * recv, connectors_->recv(step.recvPeers[0], channel));
       if (const SlotHeader* header = recv->tryPeek()) {
         RETURN_IF_ERROR(checkSlot(*header, step.recvPeers[0], step.bytes));
         const size_t count = step.bytes / plan_.elemSize;
-        if (shape.reduces) {
+        if (check) {
+          // nothing to copy
+        } else if (shape.reduces) {
           if (step.flags & kStepFinalize) {
             reducer_.reduceFinal(out(step.dst), recv->slotData(), in(step.src2), count);
           } else {
@@ -240,7 +244,7 @@ Result<bool> PlanRun::progress() {
     while (state.next < lane.steps.size()) {
       const Step& step = lane.steps[state.next];
       StepResult result;
-      if (stepShape(step.op).independent) {
+      if (stepShape(step.op).independent || (step.flags & kStepCallCheck)) {
         ASSIGN_OR_RETURN(result, tryIndependent(step, lane.channel, state));
       } else {
         ASSIGN_OR_RETURN(result, tryDependent(step, lane.channel, state));
@@ -282,7 +286,8 @@ std::string PlanRun::position() const {
     if (state.next >= lane.steps.size()) continue;
     const Step& s = lane.steps[state.next];
     os << (os.tellp() > 0 ? "; " : "") << "lane " << l << " at step " << state.next << "/"
-       << lane.steps.size() << " (" << stepOpName(s.op);
+       << lane.steps.size() << " ("
+       << ((s.flags & kStepCallCheck) ? std::string_view("call check") : stepOpName(s.op));
     if (s.nrecv) os << " waiting on rank " << s.recvPeers[0];
     if (s.nsend) os << (s.nrecv ? "," : "") << " sending to rank " << s.sendPeers[0];
     os << ")";

@@ -4,6 +4,12 @@
 // whether anything moved; the progress engine (progress.h) decides how to wait between calls.
 // Every received slot is checked against this rank's own call (size and CallDescriptor), so ranks
 // that disagree fail with a message naming both calls instead of corrupting data or hanging.
+// Because the communicator appends a call check lane to every plan that exchanges data (empty
+// slots to the ring successor and from the ring predecessor, or to and from a send's or receive's
+// peer, on a channel no algorithm uses: addCallCheckLane), this holds whatever route the
+// algorithm's data takes: a rank whose call differs from its predecessor's always receives a slot
+// that says so, and its failure notice reaches the others. The executor posts and takes those
+// empty slots (kStepCallCheck) where it skips other transfers of 0 bytes.
 #pragma once
 
 #include <vector>

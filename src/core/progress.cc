@@ -100,7 +100,8 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
   size_t left = 0;
   for (const ProgressTask& t : tasks) left += t.finished ? 0 : 1;
   int64_t idleSince = 0;
-  int64_t lastLiveness = 0;
+  // Peers are asked whether they live only after a blocked stretch, not on every call.
+  int64_t lastLiveness = nowNs();
   uint32_t spins = 0;
   std::vector<int> peers;
 

@@ -206,9 +206,13 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
   return model;
 }
 
-double CostModel::cachedShare(Collective coll, uint64_t bytes) const {
+double CostModel::cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const {
   const uint64_t llc = constants_.host.llcBytes > 0 ? constants_.host.llcBytes : kAssumedLlcBytes;
-  const double working = double(maxRanksPerHost_) * double(footprint(coll, bytes, machine_.nranks));
+  // The caller's buffers of every rank of the host, and the slots their FIFOs cycle through
+  // (all hosts alike: slotBytes counts every rank's connectors, so a host holds its share).
+  const double hosts = double(coresOfHost_.size());
+  const double working = double(maxRanksPerHost_) * double(footprint(coll, bytes, machine_.nranks)) +
+                         double(slotBytes) / hosts;
   // The share of the traffic the cache serves, as if it held a fixed part of the working set.
   return working <= double(llc) ? 1.0 : double(llc) / working;
 }
@@ -222,7 +226,7 @@ double CostModel::crowding() const {
 }
 
 SimMachine CostModel::machineFor(Collective coll, uint64_t bytes) const {
-  return machineWith(cachedShare(coll, bytes));
+  return machineWith(cachedShare(coll, bytes, 0));
 }
 
 SimMachine CostModel::machineWith(double cached) const {
@@ -239,9 +243,8 @@ SimMachine CostModel::machineWith(double cached) const {
   return m;
 }
 
-Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t bytes,
-                                   uint32_t chunkBytes, int nchannels,
-                                   const SimMachine& machine) const {
+Result<std::vector<Plan>> CostModel::plansFor(Collective coll, Algorithm algo, uint64_t bytes,
+                                              uint32_t chunkBytes, int nchannels) const {
   const int n = machine_.nranks;
   PlanRequest request;
   request.coll = coll;
@@ -254,7 +257,7 @@ Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t byt
   request.nchannels = nchannels;
   request.ring = ring_;
   // The hierarchical algorithm groups ranks by host, numbered as the communicator numbers them.
-  if (algo == Algorithm::kHier && machine.cores.size() > 1) request.hosts = machine_.hostOf;
+  if (algo == Algorithm::kHier && machine_.cores.size() > 1) request.hosts = machine_.hostOf;
   std::vector<Plan> plans;
   plans.reserve(n);
   for (int r = 0; r < n; ++r) {
@@ -262,6 +265,13 @@ Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t byt
     ASSIGN_OR_RETURN(Plan plan, buildPlan(request));
     plans.push_back(std::move(plan));
   }
+  return plans;
+}
+
+Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t bytes,
+                                   uint32_t chunkBytes, int nchannels,
+                                   const SimMachine& machine) const {
+  ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
   return simulatePlans(plans, machine);
 }
 
@@ -276,7 +286,6 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   }
   if (chunkBytes == 0 || nchannels < 1) return invalidArgument("chunk and channels must be > 0");
   if (bytes == 0 || machine_.nranks == 1) return 0.0;
-  const double cached = cachedShare(coll, bytes);
   const uint64_t unit = uint64_t(chunkBytes) * uint64_t(nchannels);
   uint64_t span = kSpanChunks * unit;
   if (coll == Collective::kAllReduce && algo == Algorithm::kRing) {
@@ -284,8 +293,12 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
     span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
   }
   if (bytes <= 2 * span) {
-    return simulate(coll, algo, bytes, chunkBytes, nchannels, machineWith(cached));
+    ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
+    const double cached = cachedShare(coll, bytes, slotFootprint(plans, machine_.nslots));
+    return simulatePlans(plans, machineWith(cached));
   }
+  ASSIGN_OR_RETURN(uint64_t slots, longSlotFootprint(coll, algo, span, chunkBytes, nchannels));
+  const double cached = cachedShare(coll, bytes, slots);
   // Long messages: the cache's and memory's rates each extrapolated, then mixed as machineWith
   // mixes them. The four simulations serve every long size of this candidate.
   double mixed = 0;
@@ -298,6 +311,21 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
     mixed += weight * (two + perByte * double(bytes - 2 * span));
   }
   return mixed;
+}
+
+Result<uint64_t> CostModel::longSlotFootprint(Collective coll, Algorithm algo, uint64_t span,
+                                              uint32_t chunkBytes, int nchannels) const {
+  const auto key = std::make_tuple(coll, algo, span, chunkBytes, nchannels);
+  {
+    std::lock_guard<std::mutex> lock(memo_->mutex);
+    if (auto it = memo_->slots.find(key); it != memo_->slots.end()) return it->second;
+  }
+  // Past two spans every connector has cycled through all of its slots.
+  ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, 2 * span, chunkBytes, nchannels));
+  const uint64_t bytes = slotFootprint(plans, machine_.nslots);
+  std::lock_guard<std::mutex> lock(memo_->mutex);
+  memo_->slots.emplace(key, bytes);
+  return bytes;
 }
 
 Result<double> CostModel::remembered(Collective coll, Algorithm algo, uint64_t bytes,

@@ -15,8 +15,12 @@
 //          (measured: kernels::copy on a cached chunk) + what memory adds for every operand in
 //          the caller's buffers (measured: the copy over buffers twice the LLC), weighted by the
 //          share of the call's working set the last-level cache (size from the topology) cannot
-//          hold; between hosts also 1 / the NIC's bandwidth (topology: the port speed, else the
-//          default network link), one transfer at a time per NIC
+//          hold. The working set is every rank's buffers plus the FIFO slots the call cycles
+//          through (from its plans: per connector, min(FIFO depth, items) x its largest chunk,
+//          plan_cost.h), since slots occupy the same cache: large chunks on many channels push
+//          a call that would fit out of it; between hosts also 1 / the NIC's bandwidth
+//          (topology: the port speed, else the default network link), one transfer at a time
+//          per NIC
 //   gamma  per-byte reduction = 1 / reduce rate (measured: the float32 sum kernel, cached)
 //   oversubscription: the ranks of a host share min(cores of the host, cores the ranks are bound
 //          to) cores (topology + every rank's Locality). Where they outnumber them, steps take
@@ -93,13 +97,20 @@ class CostModel {
   const std::string& key() const { return key_; }
 
  private:
+  /// Every rank's plan of one call.
+  Result<std::vector<Plan>> plansFor(Collective coll, Algorithm algo, uint64_t bytes,
+                                     uint32_t chunkBytes, int nchannels) const;
   Result<double> simulate(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                           int nchannels, const SimMachine& machine) const;
+  /// The FIFO slot bytes a long call of this candidate keeps busy (plan_cost.h), remembered.
+  Result<uint64_t> longSlotFootprint(Collective coll, Algorithm algo, uint64_t span,
+                                     uint32_t chunkBytes, int nchannels) const;
   /// simulate() with the byte costs of a `cached` share of cache hits, each result kept.
   Result<double> remembered(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                             int nchannels, double cached) const;
-  /// The share of a call's memory traffic the last-level cache serves.
-  double cachedShare(Collective coll, uint64_t bytes) const;
+  /// The share of a call's memory traffic the last-level cache serves, its FIFOs keeping
+  /// `slotBytes` of slots busy.
+  double cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
   SimMachine machineWith(double cached) const;
   /// The most ranks per core of any host.
   double crowding() const;
@@ -108,6 +119,7 @@ class CostModel {
   struct Memo {
     std::mutex mutex;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, double>, double> times;
+    std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>, uint64_t> slots;
   };
 
   ModelConstants constants_;

@@ -108,6 +108,27 @@ TEST(CostModel, CrowdedHostsAreSlower) {
       << crowded.describe();
 }
 
+TEST(CostModel, FifoSlotsShareTheCacheWithTheBuffers) {
+  // Two ranks moving 7 MiB each keep 28 MiB of buffers, under the 32 MiB LLC. Their FIFOs add
+  // what their slots hold: with 512 KiB chunks on four channels, 4 slots x 512 KiB x 4 channels
+  // per rank, 16 MiB in all, which pushes the working set out of the cache; 32 KiB chunks on one
+  // channel add 256 KiB and leave it there.
+  ModelConstants c = constants(0.01, 0.01);
+  c.calibration.copyDramGBps = 2;  // memory far slower than the caches, so the share shows
+  const CostModel m = model(c, oneHost(2));
+  const uint64_t bytes = 7ull << 20;
+  const double small = predict(m, Algorithm::kRing, bytes, 32 << 10, 1);
+  const double large = predict(m, Algorithm::kRing, bytes, 512 << 10, 4);
+  // All cached, a byte costs the same either way; only the slots' share of the cache differs.
+  EXPECT_GT(large, 1.3 * small);
+  // Without the slots the larger chunks would be at least as fast: their steps are fewer.
+  ModelConstants big = c;
+  big.host.llcBytes = 1ull << 30;
+  const CostModel roomy = model(big, oneHost(2));
+  EXPECT_LE(predict(roomy, Algorithm::kRing, bytes, 512 << 10, 4),
+            predict(roomy, Algorithm::kRing, bytes, 32 << 10, 1));
+}
+
 TEST(CostModel, ExtrapolationIsContinuous) {
   const CostModel m = model(constants(), oneHost(4));
   for (Algorithm a : algorithmsFor(Collective::kAllReduce)) {

@@ -369,6 +369,37 @@ Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& m
   return Simulation(plans, machine).run();
 }
 
+uint64_t slotFootprint(const std::vector<Plan>& plans, int nslots) {
+  struct Use {
+    uint64_t items = 0;
+    uint64_t largest = 0;
+  };
+  std::unordered_map<uint64_t, Use> connectors;
+  const uint64_t n = plans.size();
+  for (size_t r = 0; r < plans.size(); ++r) {
+    for (const Lane& lane : plans[r].lanes) {
+      for (const Step& s : lane.steps) {
+        const StepShape shape = stepShape(s.op);
+        if (!shape.sends) continue;
+        const uint32_t bytes = shape.independent ? s.sendBytes : s.bytes;
+        if (bytes == 0) continue;
+        for (int i = 0; i < s.nsend && i < kMaxStepPeers; ++i) {
+          const uint64_t key =
+              (uint64_t(r) * n + uint64_t(uint32_t(s.sendPeers[i]))) * 4096u + uint64_t(lane.channel);
+          Use& use = connectors[key];
+          ++use.items;
+          use.largest = std::max<uint64_t>(use.largest, bytes);
+        }
+      }
+    }
+  }
+  uint64_t total = 0;
+  for (const auto& [key, use] : connectors) {
+    total += std::min<uint64_t>(use.items, uint64_t(std::max(1, nslots))) * use.largest;
+  }
+  return total;
+}
+
 double stepCpuUs(const Step& step, const SimMachine& machine) {
   const StepShape shape = stepShape(step.op);
   if (!shape.independent)

@@ -62,6 +62,11 @@ struct SimMachine {
 /// plan of the same call. Fails when the plans cannot finish (a deadlock: a bug in the plans).
 Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine);
 
+/// Bytes of FIFO slot memory the plans touch: for every connector (sender, receiver, channel),
+/// its largest item times the slots it uses, min(nslots, items it carries). Slots are reused in
+/// turn, so this is what the call's FIFOs keep in the caches next to the caller's buffers.
+uint64_t slotFootprint(const std::vector<Plan>& plans, int nslots);
+
 /// CPU microseconds one step costs on `machine` (both halves of a SendRecv together).
 double stepCpuUs(const Step& step, const SimMachine& machine);
 

@@ -67,6 +67,21 @@ TEST(PlanCost, StreamsPipelineAndTheFifoDepthThrottles) {
   EXPECT_GT(t1.value(), t.value() + 9 * 1.0);
 }
 
+TEST(PlanCost, SlotFootprintCountsTheSlotsEachConnectorCycles) {
+  // Two chunks use two of the four slots; ten use all four; the largest item sizes them.
+  EXPECT_EQ(slotFootprint(stream(2, 1000), 4), 2u * 1000);
+  EXPECT_EQ(slotFootprint(stream(10, 1000), 4), 4u * 1000);
+  EXPECT_EQ(slotFootprint(stream(10, 1000), 2), 2u * 1000);
+  // Receives add nothing of their own: the slots are the sender's connector's.
+  std::vector<Plan> both = stream(10, 1000);
+  both[1].lanes[0].steps.push_back(makeSend(0, input(0), 3000));
+  EXPECT_EQ(slotFootprint(both, 4), 4u * 1000 + 3000);
+  // A second channel is a second connector between the same ranks.
+  std::vector<Plan> two = stream(10, 1000);
+  for (Plan& p : two) p.lanes.push_back(Lane{1, p.lanes[0].steps});
+  EXPECT_EQ(slotFootprint(two, 4), 2u * 4 * 1000);
+}
+
 TEST(PlanCost, RanksOnOneCoreTakeTurns) {
   // Sender and receiver each need 4.5 us per chunk. With a core each they overlap (one chunk per
   // 4.5 us after the first); sharing one core, every step waits for the other's.

@@ -5,16 +5,26 @@
 // broadcast(count=1000, float, root=0) #2 [ring] where rank 0 called allreduce(count=1000, float,
 // sum) #2 [ring]", well before the timeout, and the communicator must still be destroyed cleanly.
 //
-// Detection rests on the descriptor every FIFO slot carries: a mismatch is seen when a slot passes
-// between two ranks that disagree. With ring plans (and pairwise all-to-all and send/recv) one
-// does, except between broadcast and reduce chains (see noSlotNeedCross). Trees, recursive
-// halving/doubling and direct plans route data so that often none does (the ranks then wait until
-// BRAID_TIMEOUT, or finish with different results). The enabled tests therefore pin ring plans;
-// DISABLED_EveryAlgorithm is the whole matrix under every algorithm and passes once each run also
-// checks its call against a ring neighbour's.
+// Detection rests on the descriptor every FIFO slot carries, which the receiver compares with its
+// own call. Besides its data, every call that exchanges data passes one empty slot on a channel of
+// its own (the call check, addCallCheckLane): a collective to its ring successor and from its ring
+// predecessor, a send to its peer, a receive from its peer. A rank whose call differs from its
+// predecessor's therefore fails whatever route the algorithm's data takes - trees, recursive
+// halving/doubling, direct plans, a broadcast chain against a reduce chain, two broadcast roots
+// that never receive: the deviant and its successor see the mismatch themselves, the other ranks
+// learn it from their failure notices. A count == 0 call exchanges nothing, check included (see
+// ZeroCountSurfacesAtTheNextExchange).
+//
+// The matrix runs every kind of disagreement under every algorithm, sampled so that the suite
+// stays short: every pair of different collectives under every algorithm (the deviant on either
+// side of the pair in turn, so both orders of each pair meet across the algorithms), every root
+// mismatch, count and datatype mismatches under every (collective, algorithm) the library serves,
+// op mismatches under every algorithm of each reduction, a skipped call under every algorithm.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,6 +40,8 @@ constexpr double kTimeout = 10;
 constexpr double kSlack = 3;
 constexpr const char* kRingPlans =
     "BRAID_ALGO=allreduce:ring;broadcast:ring;reduce:ring;allgather:ring;reducescatter:ring";
+// What BRAID_ALGO forces in turn; collectives an algorithm does not serve keep their default.
+const char* const kAlgorithms[] = {"ring", "tree", "rhd", "rd", "direct", "hier"};
 
 struct Mismatch {
   std::string name;
@@ -38,6 +50,7 @@ struct Mismatch {
   int deviantRank = 3;
   bool skip = false;  ///< the deviant skips `common` and goes straight to `deviant`
   std::string algo = kRingPlans;
+  std::string transport;  ///< a BRAID_TRANSPORT setting, or "" for the default
 };
 
 // Waits (briefly) until comm reports an asynchronous error; returns it.
@@ -54,7 +67,9 @@ braidResult_t asyncErrorSoon(braidComm_t comm) {
 std::string rankBody(const Mismatch& m, int rank, const braidUniqueId& id) {
   Checks checks("rank " + std::to_string(rank) + " (" + m.name + ")");
   const ProcessResources before = snapshotResources();
-  Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout), m.algo};
+  Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout)};
+  if (!m.algo.empty()) settings.add(m.algo);
+  if (!m.transport.empty()) settings.add(m.transport);
   braidComm_t comm = nullptr;
   if (!checks.expect(braidCommInitRankConfig(&comm, kRanks, id, rank, settings.config()) ==
                          braidSuccess,
@@ -126,115 +141,129 @@ Mismatch collectiveMismatch(TestColl common, TestColl deviant, int deviantRank) 
   return m;
 }
 
-// Where even ring plans may pass no slot between ranks that disagree: two broadcast roots each
-// send and neither receives (the ranks finish with different data and no error), and a broadcast
-// chain and a reduce chain to the same root run in opposite directions (every rank waits for a
-// slot that never comes, until BRAID_TIMEOUT). DISABLED_EveryAlgorithm covers them.
-bool noSlotNeedCross(const Mismatch& m) {
-  const TestColl a = m.common.coll;
-  const TestColl b = m.deviant.coll;
-  if (a == TestColl::kBroadcast && b == TestColl::kBroadcast) return m.deviant.root == m.deviantRank;
-  return (a == TestColl::kBroadcast && b == TestColl::kReduce) ||
-         (a == TestColl::kReduce && b == TestColl::kBroadcast);
+std::string withAlgo(const std::string& name, const std::string& setting) {
+  return name + " (" + (setting.empty() ? std::string("default") : setting) + ")";
 }
 
-TEST(Mismatch, DifferentCollectives) {
-  int turn = 0;
-  for (TestColl a : kAll) {
-    for (TestColl b : kAll) {
-      if (a == b) continue;
-      const Mismatch m = collectiveMismatch(a, b, (turn++) % kRanks);
-      if (!noSlotNeedCross(m)) runMismatch(m);
+// The position of `algo` in kAlgorithms: what the cases of one algorithm rotate by.
+size_t algorithmIndex(const std::string& algo) {
+  const auto* at = std::find_if(std::begin(kAlgorithms), std::end(kAlgorithms),
+                                [&](const char* a) { return algo == a; });
+  return static_cast<size_t>(at - std::begin(kAlgorithms));
+}
+
+// Every pair of different collectives under one algorithm.
+class MismatchUnder : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MismatchUnder, DifferentCollectives) {
+  const std::string algo = GetParam();
+  const size_t algoIndex = algorithmIndex(algo);
+  int turn = static_cast<int>(algoIndex);
+  for (size_t i = 0; i < std::size(kAll); ++i) {
+    for (size_t j = i + 1; j < std::size(kAll); ++j) {
+      const bool swap = (algoIndex + i + j) % 2 == 1;
+      Mismatch m = collectiveMismatch(kAll[swap ? j : i], kAll[swap ? i : j], (turn++) % kRanks);
+      m.algo = "BRAID_ALGO=" + algo;
+      m.name = withAlgo(m.name, m.algo);
+      runMismatch(m);
     }
   }
 }
 
+TEST_P(MismatchUnder, RankThatSkipsACall) {
+  // The deviant skips the all-reduce and goes on to the broadcast the others make next.
+  const std::string algo = GetParam();
+  Mismatch m;
+  m.common = CallSpec{TestColl::kAllReduce, 1000};
+  m.deviant = CallSpec{TestColl::kBroadcast, 1000};
+  m.skip = true;
+  m.deviantRank = static_cast<int>(algorithmIndex(algo)) % kRanks;
+  m.algo = "BRAID_ALGO=" + algo;
+  m.name = withAlgo("rank " + std::to_string(m.deviantRank) + " skips an allreduce", m.algo);
+  runMismatch(m);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, MismatchUnder, ::testing::ValuesIn(kAlgorithms),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
 TEST(Mismatch, DifferentCounts) {
   int turn = 0;
-  for (TestColl coll : kAll) {
+  for (const CollAlgo& ca : everyCollectiveAndAlgorithm()) {
     Mismatch m;
-    m.common = CallSpec{coll, 1000};
-    m.deviant = CallSpec{coll, turn % 2 == 0 ? size_t{1001} : size_t{3000}};
+    m.common = CallSpec{ca.coll, 1000};
+    m.deviant = CallSpec{ca.coll, turn % 2 == 0 ? size_t{1001} : size_t{3000}};
     m.deviantRank = (turn++) % kRanks;
-    m.name = testCollName(coll) + " count " + std::to_string(m.deviant.count) + " vs 1000";
+    m.algo = algoSetting(ca);
+    m.name = withAlgo(testCollName(ca.coll) + " count " + std::to_string(m.deviant.count) +
+                          " vs 1000",
+                      m.algo);
     runMismatch(m);
   }
 }
 
 TEST(Mismatch, DifferentDatatypes) {
   int turn = 0;
-  for (TestColl coll : kAll) {
+  for (const CollAlgo& ca : everyCollectiveAndAlgorithm()) {
     Mismatch m;
-    m.common = CallSpec{coll, 1000, braidFloat32};
-    m.deviant = CallSpec{coll, 1000, turn % 2 == 0 ? braidInt32 : braidFloat64};
+    m.common = CallSpec{ca.coll, 1000, braidFloat32};
+    m.deviant = CallSpec{ca.coll, 1000, turn % 2 == 0 ? braidInt32 : braidFloat64};
     m.deviantRank = (turn++) % kRanks;
-    m.name = testCollName(coll) + " datatype " + describeSpec(m.deviant);
+    m.algo = algoSetting(ca);
+    m.name = withAlgo(testCollName(ca.coll) + " datatype " + describeSpec(m.deviant), m.algo);
     runMismatch(m);
   }
 }
 
 TEST(Mismatch, DifferentOps) {
-  for (TestColl coll : {TestColl::kAllReduce, TestColl::kReduce, TestColl::kReduceScatter}) {
+  int turn = 0;
+  for (const CollAlgo& ca : everyCollectiveAndAlgorithm()) {
+    if (!isReduction(ca.coll)) continue;
     Mismatch m;
-    m.common = CallSpec{coll, 1000, braidFloat32, braidSum};
-    m.deviant = CallSpec{coll, 1000, braidFloat32, braidMax};
-    m.deviantRank = 2;
-    m.name = testCollName(coll) + " max vs sum";
+    m.common = CallSpec{ca.coll, 1000, braidFloat32, braidSum};
+    m.deviant = CallSpec{ca.coll, 1000, braidFloat32, turn % 2 == 0 ? braidMax : braidAvg};
+    m.deviantRank = (turn++ + 2) % kRanks;
+    m.algo = algoSetting(ca);
+    m.name = withAlgo(testCollName(ca.coll) + " " + describeSpec(m.deviant) + " vs sum", m.algo);
     runMismatch(m);
   }
 }
 
+// Every root mismatch under every algorithm that serves the rooted collective. Two roots of a
+// broadcast both only send, so no data slot need pass between the ranks that disagree.
 TEST(Mismatch, DifferentRoots) {
-  for (TestColl coll : {TestColl::kBroadcast, TestColl::kReduce}) {
+  for (const CollAlgo& ca : everyCollectiveAndAlgorithm()) {
+    if (ca.coll != TestColl::kBroadcast && ca.coll != TestColl::kReduce) continue;
     for (int deviantRoot : {1, 3}) {
       Mismatch m;
-      m.common = CallSpec{coll, 1000, braidFloat32, braidSum, 0};
-      m.deviant = CallSpec{coll, 1000, braidFloat32, braidSum, deviantRoot};
+      m.common = CallSpec{ca.coll, 1000, braidFloat32, braidSum, 0};
+      m.deviant = CallSpec{ca.coll, 1000, braidFloat32, braidSum, deviantRoot};
       m.deviantRank = deviantRoot == 3 ? 3 : 2;
-      m.name = testCollName(coll) + " root " + std::to_string(deviantRoot) + " vs 0 on rank " +
-               std::to_string(m.deviantRank);
-      if (!noSlotNeedCross(m)) runMismatch(m);
+      m.algo = algoSetting(ca);
+      m.name = withAlgo(testCollName(ca.coll) + " root " + std::to_string(deviantRoot) +
+                            " vs 0 on rank " + std::to_string(m.deviantRank),
+                        m.algo);
+      runMismatch(m);
     }
   }
 }
 
-TEST(Mismatch, RankThatSkipsACall) {
-  // The deviant skips the all-reduce and goes on to the broadcast the others make next.
-  for (int deviant : {0, 2}) {
-    Mismatch m;
-    m.common = CallSpec{TestColl::kAllReduce, 1000};
-    m.deviant = CallSpec{TestColl::kBroadcast, 1000};
-    m.skip = true;
-    m.deviantRank = deviant;
-    m.name = "rank " + std::to_string(deviant) + " skips an allreduce";
-    runMismatch(m);
-  }
-}
-
-// Every kind of disagreement under every algorithm; collectives an algorithm does not serve keep
-// their default choice.
-TEST(Mismatch, DISABLED_EveryAlgorithm) {
-  for (const std::string algo : {"tree", "rhd", "rd", "direct", "ring"}) {
-    int turn = 0;
-    for (TestColl a : kAll) {
-      for (TestColl b : kAll) {
-        if (a == b) continue;
-        Mismatch m = collectiveMismatch(a, b, (turn++) % kRanks);
-        m.algo = "BRAID_ALGO=" + algo;
-        m.name += " (" + algo + ")";
-        runMismatch(m);
-      }
-      if (a != TestColl::kBroadcast && a != TestColl::kReduce) continue;
-      for (int deviantRoot : {1, 3}) {
-        Mismatch m;
-        m.common = CallSpec{a, 1000, braidFloat32, braidSum, 0};
-        m.deviant = CallSpec{a, 1000, braidFloat32, braidSum, deviantRoot};
-        m.deviantRank = deviantRoot == 3 ? 3 : 2;
-        m.algo = "BRAID_ALGO=" + algo;
-        m.name = testCollName(a) + " root " + std::to_string(deviantRoot) + " (" + algo + ")";
-        runMismatch(m);
-      }
-    }
+// The call check's empty slots cross TCP as they cross shared memory.
+TEST(Mismatch, OverSockets) {
+  Mismatch roots;
+  roots.common = CallSpec{TestColl::kBroadcast, 1000, braidFloat32, braidSum, 0};
+  roots.deviant = CallSpec{TestColl::kBroadcast, 1000, braidFloat32, braidSum, 3};
+  roots.algo = "BRAID_ALGO=broadcast:tree";
+  Mismatch chains = collectiveMismatch(TestColl::kReduce, TestColl::kBroadcast, 1);
+  chains.algo = "BRAID_ALGO=tree";
+  Mismatch pairs = collectiveMismatch(TestColl::kSendRecvRing, TestColl::kAllReduce, 2);
+  pairs.algo = "BRAID_ALGO=rhd";
+  for (Mismatch* m : {&roots, &chains, &pairs}) {
+    m->transport = "BRAID_TRANSPORT=socket";
+    m->name = withAlgo(m->name.empty() ? "broadcast roots 3 and 0" : m->name, m->algo) +
+              " over sockets";
+    runMismatch(*m);
   }
 }
 

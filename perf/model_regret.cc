@@ -1,0 +1,224 @@
+// braid-model-regret: the cost model's regret, offline. It builds the tuner a communicator of this
+// host would build (this host's topology, a calibration file, the default configuration) for the
+// rank count of a braid-perf --algo all --json sweep, and compares the model's choice at every
+// size with what was measured:
+//
+//   regret = time(the model's choice) / time(the fastest algorithm) - 1,
+//
+// every (size, algorithm) timed as the fastest of its records (cycles, placements). It needs no
+// second process and no quiet machine: the measurements are the ground truth, the model is judged.
+// The sweep records no chunk or channel count: each algorithm was measured with what the tuner of
+// the measuring build picked for it (--verbose prints what this build picks); where a model change
+// picks another, that row's regret is only an estimate until measured again.
+//
+//   braid-model-regret --calibration FILE [--verbose] SWEEP.json...
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "core/config.h"
+#include "topology/locality.h"
+#include "topology/ordering.h"
+#include "topology/process_topology.h"
+#include "tuner/calibration.h"
+#include "tuner/cost_model.h"
+#include "tuner/tuner.h"
+
+namespace braid {
+namespace {
+
+struct Sweep {
+  int nranks = 0;
+  std::map<uint64_t, std::map<std::string, double>> fastest;  ///< size -> algorithm -> us
+};
+
+Result<std::string> readText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return invalidArgument("cannot read " + path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// The text after `"key": ` on a line of braid-perf's JSON (one record per line).
+std::optional<std::string> field(const std::string& line, const std::string& key) {
+  const std::string tag = "\"" + key + "\": ";
+  const size_t at = line.find(tag);
+  if (at == std::string::npos) return std::nullopt;
+  size_t begin = at + tag.size();
+  size_t end = begin;
+  if (begin < line.size() && line[begin] == '"') {
+    ++begin;
+    end = line.find('"', begin);
+  } else {
+    end = line.find_first_of(",}", begin);
+  }
+  if (end == std::string::npos) return std::nullopt;
+  return line.substr(begin, end - begin);
+}
+
+Result<Sweep> loadSweep(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, readText(path));
+  Sweep sweep;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (sweep.nranks == 0 && line.find("\"nranks\": ") != std::string::npos &&
+        line.find("\"algorithm\"") == std::string::npos) {
+      sweep.nranks = std::stoi(*field(line, "nranks"));
+      continue;
+    }
+    const auto algo = field(line, "algorithm");
+    const auto size = field(line, "size");
+    const auto us = field(line, "time_us");
+    const auto coll = field(line, "collective");
+    if (!algo || !size || !us || !coll || *coll != "allreduce") continue;
+    const double t = std::stod(*us);
+    double& best = sweep.fastest[std::stoull(*size)][*algo];
+    if (best == 0 || t < best) best = t;
+  }
+  if (sweep.nranks < 2 || sweep.fastest.empty()) {
+    return invalidArgument(path + ": no all-reduce measurements of 2 or more ranks");
+  }
+  return sweep;
+}
+
+Result<Calibration> loadCalibration(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, readText(path));
+  // Judge the model with these constants whatever binary measured them.
+  std::string fingerprint;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("fingerprint ", 0) == 0) fingerprint = line.substr(12);
+  }
+  return parseCalibration(text, fingerprint, path);
+}
+
+// The tuner of a communicator of `nranks` ranks on this host; `algo` is its BRAID_ALGO.
+Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, int nranks,
+                        const std::string& algo, bool describe) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Topology> topology, processTopology(TopologyOptions{}));
+  ModelConstants constants;
+  constants.calibration = calibration;
+  constants.host = hostShapeOf(*topology);
+  std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
+  for (RankPlacement& p : placements) {
+    p.hostHash = 1;
+    p.locality = localLocality(*topology);
+  }
+  std::vector<int> ring = orderRanks(placements);
+  bool identity = true;
+  for (int r = 0; r < nranks; ++r) identity &= ring[static_cast<size_t>(r)] == r;
+  if (identity) ring.clear();
+  ASSIGN_OR_RETURN(CostModel model,
+                   CostModel::create(constants, placements, std::move(ring), config.nslots));
+  if (describe) std::printf("# n=%d: %s\n", nranks, model.describe().c_str());
+  // The communicator's default channel count (communicator.cc).
+  constexpr int kDefaultMaxChannels = 4;
+  const int channels = config.nchannels > 0 ? config.nchannels : kDefaultMaxChannels;
+  TunerOptions options = TunerOptions::fromConfig(config, nranks, channels);
+  options.algo = algo;
+  return Tuner::create(options, model, nullptr);
+}
+
+Status judge(const Sweep& sweep, const Calibration& calibration, const Config& config,
+             bool verbose) {
+  ASSIGN_OR_RETURN(Tuner tuner, hostTuner(calibration, config, sweep.nranks, "", true));
+  // What braid-perf ran for each algorithm: that algorithm forced, chunk and channels tuned.
+  std::map<std::string, Tuner> forced;
+  for (const auto& [name, us] : sweep.fastest.begin()->second) {
+    ASSIGN_OR_RETURN(Tuner t, hostTuner(calibration, config, sweep.nranks, name, false));
+    forced.emplace(name, std::move(t));
+  }
+  double logSum = 0;
+  double worst = 0;
+  uint64_t worstSize = 0;
+  int sizes = 0;
+  int right = 0;
+  for (const auto& [size, times] : sweep.fastest) {
+    std::string bestName;
+    double bestUs = 0;
+    for (const auto& [name, us] : times) {
+      if (bestName.empty() || us < bestUs) bestName = name, bestUs = us;
+    }
+    const Choice choice = tuner.chooseUnforced(Collective::kAllReduce, size);
+    const std::string chosen(algorithmName(choice.algo));
+    const auto it = times.find(chosen);
+    if (it == times.end()) {
+      return invalidArgument("the model chose " + chosen + ", which was not measured");
+    }
+    const double regret = it->second / bestUs - 1;
+    logSum += std::log1p(regret);
+    if (regret > worst) worst = regret, worstSize = size;
+    right += regret == 0;
+    ++sizes;
+    std::printf("n=%d %10llu B  chose %-6s (%s %u x%d) regret %6.1f%%  fastest %-6s %10.2f us\n",
+                sweep.nranks, static_cast<unsigned long long>(size), chosen.c_str(),
+                choiceSourceName(choice.source), choice.chunkBytes, choice.nchannels,
+                100 * regret, bestName.c_str(), bestUs);
+    if (!verbose) continue;
+    for (const auto& [name, us] : times) {
+      const std::optional<Algorithm> algo = findAlgorithm(name);
+      double predicted = -1;
+      if (algo) {
+        predicted = tuner.predictedUs(Collective::kAllReduce, *algo, size).value_or(-1.0);
+      }
+      const Choice ran = forced.at(name).choose(Collective::kAllReduce, size);
+      std::printf("      %-6s %6u x%d measured %10.2f us  model %10.2f us  (model/measured %.2f)\n",
+                  name.c_str(), ran.chunkBytes, ran.nchannels, us, predicted,
+                  predicted > 0 ? predicted / us : 0.0);
+    }
+  }
+  std::printf("n=%d model regret over %d sizes: geometric mean %.1f%%, max %.1f%% (%llu B); "
+              "fastest chosen at %d\n",
+              sweep.nranks, sizes, 100 * std::expm1(logSum / sizes), 100 * worst,
+              static_cast<unsigned long long>(worstSize), right);
+  return okStatus();
+}
+
+int run(int argc, char** argv) {
+  std::string calibrationFile;
+  bool verbose = false;
+  std::vector<std::string> sweeps;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--calibration") == 0 && i + 1 < argc) {
+      calibrationFile = argv[++i];
+    } else if (std::strcmp(argv[i], "--verbose") == 0) {
+      verbose = true;
+    } else {
+      sweeps.push_back(argv[i]);
+    }
+  }
+  if (calibrationFile.empty() || sweeps.empty()) {
+    std::fprintf(stderr, "usage: %s --calibration FILE [--verbose] SWEEP.json...\n", argv[0]);
+    return 2;
+  }
+  Result<Calibration> calibration = loadCalibration(calibrationFile);
+  Result<Config> config = Config::load();
+  if (!calibration.ok() || !config.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 (calibration.ok() ? config.status() : calibration.status()).message().c_str());
+    return 1;
+  }
+  for (const std::string& path : sweeps) {
+    Result<Sweep> sweep = loadSweep(path);
+    Status status = sweep.ok() ? judge(sweep.value(), calibration.value(), config.value(), verbose)
+                               : sweep.status();
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.message().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace braid
+
+int main(int argc, char** argv) { return braid::run(argc, argv); }
