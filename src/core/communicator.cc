@@ -250,7 +250,9 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
   ASSIGN_OR_RETURN(Plan built, buildPlan(request));
   // Every call that exchanges data also checks itself against its ring neighbours' (or its
   // peer's) on a channel of its own, so that a mismatch fails whatever route the data takes.
-  // BRAID_CALL_CHECK=0 saves one empty slot per call; it must then be off on every rank.
+  // BRAID_CALL_CHECK=1 costs one empty slot per call; it must be the same on every rank. Off by
+  // default: a rank that aborts right after a call can still fail a peer whose check slot from
+  // it was in flight, which ranks that abort without a barrier (as NCCL allows) run into.
   if (config_.callCheck != 0) addCallCheckLane(built, request, maxChannels_);
   BRAID_LOG(*logger_, kTrace, kColl, "planned %s", describePlan(built).c_str());
   if (planCache_.size() >= kPlanCacheEntries) planCache_.clear();

@@ -114,6 +114,7 @@ void resetBoard() {
   b.victimPid = 0;
   b.ready = 0;
   b.released = 0;
+  b.failed = 0;
   for (std::atomic<int>& pid : b.pids) pid = 0;
   std::memset(b.listener, 0, sizeof(b.listener));
 }

@@ -152,6 +152,14 @@ std::string survivorBody(const Scenario& s, int rank, const braidUniqueId& id) {
     checks.expect(failure.message.find(callText) != std::string::npos,
                   "the message does not name the call " + failedCall + ": " + got);
   }
+  // Every survivor knows its error before any leaves: a survivor's exit must not be what another
+  // still-waiting survivor reports instead of the victim.
+  board().failed.fetch_add(1);
+  const int survivors = s.nranks - 1;
+  for (const double waitStart = nowSeconds();
+       board().failed.load() < survivors && secondsSince(waitStart) < s.timeout + kSlack;) {
+    usleep(1000);
+  }
   if (comm != nullptr) {
     braidResult_t async = braidSuccess;
     checks.expect(braidCommGetAsyncError(comm, &async) == braidSuccess,

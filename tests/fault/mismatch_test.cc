@@ -67,7 +67,8 @@ braidResult_t asyncErrorSoon(braidComm_t comm) {
 std::string rankBody(const Mismatch& m, int rank, const braidUniqueId& id) {
   Checks checks("rank " + std::to_string(rank) + " (" + m.name + ")");
   const ProcessResources before = snapshotResources();
-  Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout)};
+  // The call check makes detection certain under every algorithm (it is off by default).
+  Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout), "BRAID_CALL_CHECK=1"};
   if (!m.algo.empty()) settings.add(m.algo);
   if (!m.transport.empty()) settings.add(m.transport);
   braidComm_t comm = nullptr;
