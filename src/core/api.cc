@@ -390,7 +390,7 @@ braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError
   Status status = guard.status();
   if (!status.ok()) return finish(status, guard.comm());
   // A failure a peer reported while this rank was between calls counts too.
-  (void)guard.comm()->impl->health();
+  (void)guard.comm()->impl->jobHealth();
   pollDeviceErrors(guard.comm()->impl.get());
   Status async = guard.comm()->impl->asyncError();
   *asyncError = async.code();

@@ -250,9 +250,7 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
   ASSIGN_OR_RETURN(Plan built, buildPlan(request));
   // Every call that exchanges data also checks itself against its ring neighbours' (or its
   // peer's) on a channel of its own, so that a mismatch fails whatever route the data takes.
-  // BRAID_CALL_CHECK=1 costs one empty slot per call; it must be the same on every rank. Off by
-  // default: a rank that aborts right after a call can still fail a peer whose check slot from
-  // it was in flight, which ranks that abort without a barrier (as NCCL allows) run into.
+  // It costs one empty slot per call; BRAID_CALL_CHECK=0 turns it off (the same on every rank).
   if (config_.callCheck != 0) addCallCheckLane(built, request, maxChannels_);
   BRAID_LOG(*logger_, kTrace, kColl, "planned %s", describePlan(built).c_str());
   if (planCache_.size() >= kPlanCacheEntries) planCache_.clear();
@@ -336,12 +334,6 @@ Status Communicator::health() {
     std::lock_guard<std::mutex> lock(errorMutex_);
     if (!asyncError_.ok()) return asyncError_;
   }
-  if (shm_) {
-    if (std::optional<Status> failure = shm_->receivedFailure()) {
-      fail(*failure);
-      return *failure;
-    }
-  }
   std::optional<Status> netFailure = socket_ ? socket_->failure() : std::nullopt;
   if (!netFailure && ib_) netFailure = ib_->failure();
   if (netFailure) {
@@ -349,6 +341,25 @@ Status Communicator::health() {
     return *netFailure;
   }
   return okStatus();
+}
+
+Status Communicator::jobHealth() {
+  RETURN_IF_ERROR(health());
+  if (std::optional<PeerFailure> f = peerFailure(kAnyPeer)) {
+    fail(f->status);
+    return f->status;
+  }
+  return okStatus();
+}
+
+std::optional<PeerFailure> Communicator::peerFailure(int peer) {
+  std::optional<PeerFailure> found = shm_ ? shm_->peerFailure(peer) : std::nullopt;
+  for (std::optional<PeerFailure> net :
+       {socket_ ? socket_->peerFailure(peer) : std::nullopt,
+        ib_ ? ib_->peerFailure(peer) : std::nullopt}) {
+    if (net && (!found || net->collectivesDone < found->collectivesDone)) found = net;
+  }
+  return found;
 }
 
 bool Communicator::peerAlive(int peer) {
@@ -379,18 +390,28 @@ void Communicator::abort() {
 }
 
 void Communicator::fail(const Status& status) {
+  Status first;
+  bool isFirst = false;
   {
     std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!asyncError_.ok()) return;
-    asyncError_ = status;
+    isFirst = asyncError_.ok();
+    if (isFirst) asyncError_ = status;
+    first = asyncError_;
   }
-  BRAID_LOG(*logger_, kWarn, kColl, "communicator failed: %s", status.message().c_str());
+  if (isFirst) BRAID_LOG(*logger_, kWarn, kColl, "communicator failed: %s", status.message().c_str());
   // Peers see a mismatch as what it is; anything else on this rank is, to them, a remote failure.
-  const braidResult_t peerCode =
-      status.code() == braidInvalidUsage && !aborted() ? braidInvalidUsage : braidRemoteError;
-  if (shm_) shm_->notifyFailure(rank_, peerCode, status.message());
-  if (socket_) socket_->notifyFailure(rank_, peerCode, status.message());
-  if (ib_) ib_->notifyFailure(rank_, peerCode, status.message());
+  // Every path that fails tells the peers (the transports keep the first notice), so a rank that
+  // learnt of a failure passes it on to the ranks blocked on it.
+  PeerFailure notice;
+  notice.status = Status(first.code() == braidInvalidUsage && !aborted() ? braidInvalidUsage
+                                                                          : braidRemoteError,
+                         first.message());
+  notice.collectivesDone = deviceCallsUsed_.load(std::memory_order_relaxed)
+                               ? 0
+                               : collectivesDone_.load(std::memory_order_relaxed);
+  if (shm_) shm_->notifyFailure(rank_, notice);
+  if (socket_) socket_->notifyFailure(rank_, notice);
+  if (ib_) ib_->notifyFailure(rank_, notice);
 }
 
 Status Communicator::asyncError() const {

@@ -70,6 +70,7 @@ class Communicator final : public ProgressClient {
 
   // ProgressClient.
   Status health() override;
+  std::optional<PeerFailure> peerFailure(int peer) override;
   bool peerAlive(int peer) override;
   std::string describePeer(int peer) const override;
   Waker* waker() override;
@@ -79,8 +80,15 @@ class Communicator final : public ProgressClient {
   /// Makes every call in progress (from any thread) end with an error.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  /// Marks the communicator unusable and tells the peers on this host why (first error wins).
+  /// health(), and also any peer's failure: whether the job as a whole is sound
+  /// (braidCommGetAsyncError, waits on device work).
+  Status jobHealth();
+  /// Marks the communicator unusable and tells the peers why (first error wins).
   void fail(const Status& status);
+  /// Every collective prepared so far has finished (a batch returned without error).
+  void collectivesFinished() { collectivesDone_.store(collSeq_, std::memory_order_relaxed); }
+  /// Device calls finish on their own schedule: after one, a failure claims no collective done.
+  void deviceCallsUsed() { deviceCallsUsed_.store(true, std::memory_order_relaxed); }
   /// The error that made it unusable (ok while healthy).
   Status asyncError() const;
 
@@ -118,6 +126,8 @@ class Communicator final : public ProgressClient {
   std::vector<uint32_t> recvSeq_;  ///< per peer
 
   std::atomic<bool> aborted_{false};
+  std::atomic<uint32_t> collectivesDone_{0};  ///< told to peers when this rank fails
+  std::atomic<bool> deviceCallsUsed_{false};
   mutable std::mutex errorMutex_;
   Status asyncError_;
 

@@ -88,7 +88,7 @@ const std::vector<ConfigVar>& table() {
          c.timeoutSeconds = v;
          return okStatus();
        }},
-      {{"BRAID_CALL_CHECK", "0",
+      {{"BRAID_CALL_CHECK", "1",
         "1: each call checks it matches its ring neighbour's (mismatches fail at once), 0: off"},
        intField(&Config::callCheck, 0, 1)},
       {{"BRAID_NCHANNELS", "auto", "parallel channels (rings/trees) per collective, 1-32"},

@@ -118,6 +118,7 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
   }
 
   // From here on the calls are numbered: any failure leaves the communicator out of step.
+  comm.deviceCallsUsed();
   Status status = [&]() -> Status {
     size_t scratchNeed = 0;
     for (const PreparedCall& p : prepared) scratchNeed = std::max<size_t>(scratchNeed, p.plan->scratchBytes);
@@ -218,7 +219,7 @@ Status waitBatch(CommBatch& b) {
     }
     if (!aborted && spin % 64 == 0) {
       // A failed peer or braidCommAbort: stop the kernels, then report the cause.
-      Status health = b.comm->health();
+      Status health = b.comm->jobHealth();
       if (!health.ok()) {
         cause = health;
         b.device->abort();

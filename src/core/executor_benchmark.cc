@@ -86,6 +86,7 @@ class LocalClient final : public ProgressClient {
  public:
   LocalClient(LocalWorld* world, int rank) : world_(world), rank_(rank) {}
   Status health() override { return okStatus(); }
+  std::optional<PeerFailure> peerFailure(int) override { return std::nullopt; }
   bool peerAlive(int) override { return true; }
   std::string describePeer(int peer) const override { return "rank " + std::to_string(peer); }
   Waker* waker() override { return world_->waker(rank_); }

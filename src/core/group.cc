@@ -153,6 +153,9 @@ Status runBatch(const std::vector<std::pair<Communicator*, CallArgs>>& calls) {
       if (!tasks[t].finished) calls[callOf[t]].first->fail(status);
     }
   }
+  if (status.ok()) {
+    for (auto& [comm, need] : scratchNeed) comm->collectivesFinished();
+  }
   return status;
 }
 

@@ -125,6 +125,32 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
     return moved;
   };
 
+  // A run blocked on a peer that failed after finishing this call (its notice) or exited
+  // (probeLiveness: asked of the OS) fails after one more sweep: what the peer posted before it
+  // went is still in the FIFOs.
+  // Returns whether that sweep moved something.
+  auto failBlockedOnLostPeers = [&](bool probeLiveness) -> Result<bool> {
+    for (ProgressTask& t : tasks) {
+      if (t.finished || !t.started) continue;
+      peers.clear();
+      t.run->waitingOn(peers);
+      for (int peer : peers) {
+        std::optional<PeerFailure> failure = t.client->peerFailure(peer);
+        if (!failure && (!probeLiveness || t.client->peerAlive(peer))) continue;
+        ASSIGN_OR_RETURN(bool movedAfter, sweep());
+        if (movedAfter) return true;
+        if (failure) {
+          return failure->status.withContext(t.client->who() + " in " +
+                                             describeCall(t.run->call()));
+        }
+        return remoteError(t.client->describePeer(peer) + " exited while " + t.client->who() +
+                           " was waiting on it in " + describeCall(t.run->call()) + ", " +
+                           t.run->position());
+      }
+    }
+    return false;
+  };
+
   const bool yieldAtOnce = oversubscribed(tasks);
   int64_t lastHealth = 0;
   while (left > 0) {
@@ -156,23 +182,21 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
         if (!health.ok()) {
           return health.withContext(t.client->who() + " in " + describeCall(t.run->call()));
         }
-      }
-    }
-    if (now - lastLiveness > kLivenessNs) {
-      lastLiveness = now;
-      for (ProgressTask& t : tasks) {
-        if (t.finished || !t.started) continue;
-        peers.clear();
-        t.run->waitingOn(peers);
-        for (int peer : peers) {
-          if (t.client->peerAlive(peer)) continue;
-          // What a peer posted before exiting is still in the FIFOs: look once more.
-          ASSIGN_OR_RETURN(bool movedAfter, sweep());
-          if (movedAfter) break;
-          return remoteError(t.client->describePeer(peer) + " exited while " + t.client->who() +
-                             " was waiting on it in " + describeCall(t.run->call()) + ", " +
-                             t.run->position());
+        // A peer that failed before finishing this collective can never deliver its part.
+        const CallDescriptor& call = t.run->call();
+        if (call.coll == static_cast<uint8_t>(Collective::kSend)) continue;
+        if (std::optional<PeerFailure> f = t.client->peerFailure(kAnyPeer);
+            f && f->collectivesDone <= call.seq) {
+          return f->status.withContext(t.client->who() + " in " + describeCall(call));
         }
+      }
+      const bool probeLiveness = now - lastLiveness > kLivenessNs;
+      if (probeLiveness) lastLiveness = now;
+      ASSIGN_OR_RETURN(bool movedAfter, failBlockedOnLostPeers(probeLiveness));
+      if (movedAfter) {
+        idleSince = 0;
+        spins = 0;
+        continue;
       }
     }
     if (timeoutNs > 0 && idle > timeoutNs) {

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "core/executor.h"
 #include "core/status.h"
 #include "transport/fifo.h"
+#include "transport/transport.h"
 
 namespace braid {
 
@@ -22,8 +24,11 @@ namespace braid {
 class ProgressClient {
  public:
   virtual ~ProgressClient() = default;
-  /// An error once the communicator can no longer complete work (abort, a peer's failure notice).
+  /// An error once the communicator can no longer complete work (abort, an error of its own).
   virtual Status health() = 0;
+  /// The failure `peer` announced, if any (kAnyPeer: the one of the peer that got least far). A
+  /// collective the peer had not finished fails at once; others only when blocked on it.
+  virtual std::optional<PeerFailure> peerFailure(int peer) = 0;
   /// False once `peer` is known to have exited. A peer that exits after finishing its part is no
   /// error, so the engine asks only about peers a blocked run is waiting on.
   virtual bool peerAlive(int peer) = 0;

@@ -23,6 +23,18 @@ class Bootstrap;
 class Logger;
 struct Config;
 
+/// Asks a transport's peerFailure() about any peer at all.
+constexpr int kAnyPeer = -1;
+
+/// A failure a peer announced (its notice), as a transport delivered it.
+struct PeerFailure {
+  Status status;
+  /// How many of the communicator's collectives the peer had finished when it failed. It had
+  /// posted all it owed to those, so a rank still in one of them fails only if it stays blocked
+  /// on the peer: an abort right after a collective (as NCCL programs do) disturbs nobody.
+  uint32_t collectivesDone = 0;
+};
+
 /// What every rank tells the others about itself at init.
 struct PeerInfo {
   uint64_t hostHash = 0;     ///< same value = same host (hostname + boot id, or BRAID_HOSTID)

@@ -102,6 +102,7 @@ class ProbeClient final : public ProgressClient {
  public:
   ProbeClient(Waker* waker, int rank) : waker_(waker), rank_(rank) {}
   Status health() override { return okStatus(); }
+  std::optional<PeerFailure> peerFailure(int) override { return std::nullopt; }
   bool peerAlive(int) override { return true; }
   std::string describePeer(int peer) const override {
     return "calibration thread " + std::to_string(peer);

@@ -1,6 +1,8 @@
 // braidCommAbort from another thread: the call blocked on the communicator returns at once with
 // an error that says so, the handle is gone, nothing leaks, and the other ranks - which had not
 // even reached the call - fail with braidRemoteError naming the aborted rank instead of hanging.
+// A rank that aborts right after a call (no barrier, as NCCL programs do) lets its peers finish
+// that call, whatever the algorithm, and fails their next one.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -130,6 +132,63 @@ TEST(Abort, BetweenCallsFailsThePeersNextCall) {
       kTimeout + 20);
   EXPECT_EQ(failures(outcomes), "");
 }
+
+class AbortRightAfterACall : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AbortRightAfterACall, LetsThePeersFinishItAndFailsTheirNextCall) {
+  constexpr int kRanksHere = 4;
+  constexpr int kRounds = 8;
+  resetBoard();
+  RootProcess root(kTimeout + 5);
+  ASSERT_TRUE(root.ok()) << root.error();
+  const std::string algo = GetParam();
+  const std::vector<RankOutcome> outcomes = runRanks(
+      kRanksHere, root.id(),
+      [&algo](int rank, const braidUniqueId& rid) -> std::string {
+        Checks checks("rank " + std::to_string(rank));
+        Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout),
+                          "BRAID_ALGO=allreduce:" + algo};
+        braidComm_t parent = nullptr;
+        if (braidCommInitRankConfig(&parent, kRanksHere, rid, rank, settings.config()) !=
+            braidSuccess) {
+          return std::string("init failed: ") + braidGetLastError(nullptr);
+        }
+        for (int round = 0; round < kRounds; ++round) {
+          braidComm_t comm = nullptr;
+          if (braidCommSplit(parent, 0, rank, &comm) != braidSuccess) {
+            checks.expect(false, std::string("split failed: ") + braidGetLastError(nullptr));
+            break;
+          }
+          const int quitter = round % kRanksHere;
+          CallMaker maker(comm, rank, kRanksHere, 1 + 1000 * (round % 2));
+          const Timed first = maker.call(TestColl::kAllReduce);
+          checks.expect(first.rc == braidSuccess,
+                        "round " + std::to_string(round) + ": the call before rank " +
+                            std::to_string(quitter) + "'s abort failed: " + first.message);
+          if (rank == quitter) {
+            checks.expect(braidCommAbort(comm) == braidSuccess, "abort failed");
+            continue;
+          }
+          const Timed next = maker.call(TestColl::kAllReduce);
+          const std::string got = std::string(braidGetErrorString(next.rc)) + " after " +
+                                  std::to_string(next.seconds) + " s: " + next.message;
+          checks.expect(next.rc == braidRemoteError &&
+                            next.message.find("rank " + std::to_string(quitter) + " failed") !=
+                                std::string::npos,
+                        "round " + std::to_string(round) + ": expected braidRemoteError naming "
+                        "rank " + std::to_string(quitter) + ", got " + got);
+          checks.expect(next.seconds < kSlack, "too slow: " + got);
+          checks.expect(braidCommDestroy(comm) == braidSuccess, "destroy failed");
+        }
+        checks.expect(braidCommDestroy(parent) == braidSuccess, "parent destroy failed");
+        return checks.text();
+      },
+      kTimeout + 20);
+  EXPECT_EQ(failures(outcomes), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAllReduce, AbortRightAfterACall,
+                         ::testing::Values("ring", "tree", "rhd", "rd", "direct", "hier"));
 
 }  // namespace
 }  // namespace braid::testing

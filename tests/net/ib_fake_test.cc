@@ -240,14 +240,18 @@ TEST_F(FakeFabricComm, ExcludingIbKeepsItsHandsOffTheDevices) {
 TEST_F(FakeFabricComm, PeerThatDisappearsFailsTheOthersWithRemoteError) {
   setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {ibPort(3)}}}));
   std::atomic<int> ready{0};
+  std::atomic<int> finished{0};
   expectAllEmpty(runThreads({0, 1, 2}, {}, [&](int r, int, braidComm_t& comm) -> std::string {
     std::vector<float> data(1 << 16, 1.0f);
     if (braidAllReduce(data.data(), data.data(), data.size(), braidFloat32, braidSum, comm,
                        nullptr) != braidSuccess) {
       return std::string("first allreduce: ") + braidGetLastError(comm);
     }
+    finished.fetch_add(1);
     if (r == 2) {
-      // Gone without flushing or saying goodbye; its queue pairs are destroyed.
+      // Gone without flushing or saying goodbye; its queue pairs are destroyed. (It waits for
+      // the others' first call: an abort drops whatever its proxy had not yet written.)
+      while (finished.load() < 3) std::this_thread::yield();
       braidCommAbort(comm);
       comm = nullptr;
       ready.fetch_add(1);

@@ -53,6 +53,7 @@ Result<std::unique_ptr<IbProxy>> IbProxy::create(Options options,
                                                  std::unique_ptr<IbDevice> device) {
   std::unique_ptr<IbProxy> p(new IbProxy(std::move(device)));
   p->options_ = std::move(options);
+  p->notices_ = std::make_unique<PeerFailures>(p->options_.nranks);
   const VerbsApi& api = p->api_;
   IbDevice& dev = *p->device_;
   const int n = p->options_.nranks;
@@ -283,7 +284,7 @@ Status IbProxy::start() {
 void IbProxy::close(bool flush, double flushSeconds) {
   if (closed_) return;
   closed_ = true;
-  if (hasFailure_.load()) flush = false;
+  if (hasFailure_.load() || notices_->any()) flush = false;
   flushSeconds_ = flushSeconds;
   mode_.store(flush ? Mode::kFlush : Mode::kStop, std::memory_order_release);
   const uint64_t one = 1;
@@ -327,13 +328,15 @@ std::optional<Status> IbProxy::failure() const {
   return failure_;
 }
 
-void IbProxy::notifyFailure(int failedRank, braidResult_t code, const std::string& message) {
+void IbProxy::notifyFailure(int failedRank, const PeerFailure& failure) {
+  const std::string& message = failure.status.message();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (noticeQueued_) return;
     noticeQueued_ = true;
     notice_.origin = failedRank;
-    notice_.code = code;
+    notice_.code = failure.status.code();
+    notice_.collectivesDone = failure.collectivesDone;
     notice_.bytes = static_cast<uint32_t>(std::min(message.size(), sizeof(notice_.text)));
     std::memcpy(notice_.text, message.data(), notice_.bytes);
   }
@@ -742,15 +745,11 @@ void IbProxy::received(int peer, uint32_t imm) {
                                      ? options_.peerNames[n.origin]
                                      : "rank " + std::to_string(n.origin);
       const auto code = static_cast<braidResult_t>(n.code);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!failure_) {
-          failure_ = Status(code == braidSuccess ? braidRemoteError : code,
-                            origin + " failed: " +
-                                std::string(n.text, std::min<uint32_t>(n.bytes, sizeof(n.text))));
-        }
-      }
-      hasFailure_.store(true, std::memory_order_release);
+      notices_->record(
+          peer, PeerFailure{Status(code == braidSuccess ? braidRemoteError : code,
+                                   origin + " failed: " +
+                                       std::string(n.text, std::min<uint32_t>(n.bytes, sizeof(n.text)))),
+                            n.collectivesDone});
       wakeRank();
       return;
     }

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "transport/fifo.h"
+#include "transport/peer_failures.h"
 #include "transport/ib/ib_device.h"
 #include "transport/ib/mr_cache.h"
 
@@ -86,7 +87,9 @@ class IbProxy {
   /// False once the queue pair with `peer` failed; asking also makes the proxy probe the peer.
   bool peerAlive(int peer);
   std::optional<Status> failure() const;
-  void notifyFailure(int failedRank, braidResult_t code, const std::string& message);
+  /// The failure notice `peer` sent, if any (kAnyPeer: any peer's).
+  std::optional<PeerFailure> peerFailure(int peer) const { return notices_->get(peer); }
+  void notifyFailure(int failedRank, const PeerFailure& failure);
   const MrCache& mrCache() const { return *cache_; }
 
  private:
@@ -99,7 +102,8 @@ class IbProxy {
     int32_t origin;
     int32_t code;
     uint32_t bytes;
-    char text[500];
+    uint32_t collectivesDone;  ///< PeerFailure::collectivesDone
+    char text[496];
   };
   struct SendState {
     bool registered = false;
@@ -186,6 +190,7 @@ class IbProxy {
   std::atomic<bool> hasFailure_{false};
   mutable std::mutex mu_;
   std::optional<Status> failure_;
+  std::unique_ptr<PeerFailures> notices_;  ///< received, per peer
   std::atomic<bool> noticePending_{false};
   bool noticeQueued_ = false;
   Notice notice_{};

@@ -199,13 +199,20 @@ std::optional<Status> IbTransport::failure() const {
   return std::nullopt;
 }
 
-void IbTransport::notifyFailure(int failedRank, braidResult_t code, const std::string& message) {
+std::optional<PeerFailure> IbTransport::peerFailure(int peer) const {
 #if BRAID_HAVE_IBVERBS
-  if (proxy_) proxy_->notifyFailure(failedRank, code, message);
+  if (proxy_) return proxy_->peerFailure(peer);
+#endif
+  (void)peer;
+  return std::nullopt;
+}
+
+void IbTransport::notifyFailure(int failedRank, const PeerFailure& failure) {
+#if BRAID_HAVE_IBVERBS
+  if (proxy_) proxy_->notifyFailure(failedRank, failure);
 #else
   (void)failedRank;
-  (void)code;
-  (void)message;
+  (void)failure;
 #endif
 }
 

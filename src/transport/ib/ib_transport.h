@@ -47,10 +47,12 @@ class IbTransport final : public Transport {
 
   /// False once the queue pair to `peer` failed (the peer's process or port is gone).
   bool peerAlive(int peer) const;
-  /// A completion error or a failure a peer reported.
+  /// A completion error.
   std::optional<Status> failure() const;
+  /// The failure `peer` reported, if any (kAnyPeer: any peer's).
+  std::optional<PeerFailure> peerFailure(int peer) const;
   /// Tells every linked peer that failedRank failed (first call only).
-  void notifyFailure(int failedRank, braidResult_t code, const std::string& message);
+  void notifyFailure(int failedRank, const PeerFailure& failure);
 
   int linkedPeers() const { return linkedPeers_; }
   /// Why this rank has no usable RDMA port ("" when it has one).

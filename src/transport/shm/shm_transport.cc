@@ -21,6 +21,7 @@ struct FailureNotice {
   std::atomic<int32_t> state{0};  // 0 none, 1 being written, 2 readable
   int32_t rank = -1;
   int32_t code = 0;
+  uint32_t collectivesDone = 0;
   char message[kMessageBytes] = {};
 };
 
@@ -164,29 +165,45 @@ Result<RecvConnector> ShmTransport::recvConnector(int peer, int channel) {
 
 Waker* ShmTransport::waker() const { return &header(rank_)->waker; }
 
-void ShmTransport::notifyFailure(int failedRank, braidResult_t code, const std::string& message) {
+void ShmTransport::notifyFailure(int failedRank, const PeerFailure& failure) {
+  FailureNotice& notice = header(rank_)->failure;
+  int32_t expected = 0;
+  if (notice.state.compare_exchange_strong(expected, 1)) {
+    notice.rank = failedRank;
+    notice.code = failure.status.code();
+    notice.collectivesDone = failure.collectivesDone;
+    std::snprintf(notice.message, sizeof(notice.message), "%s", failure.status.message().c_str());
+    notice.state.store(2, std::memory_order_release);
+  }
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_ || inboxes_[r].data() == nullptr) continue;
-    FailureNotice& notice = header(r)->failure;
-    int32_t expected = 0;
-    if (!notice.state.compare_exchange_strong(expected, 1)) continue;
-    notice.rank = failedRank;
-    notice.code = code;
-    std::snprintf(notice.message, sizeof(notice.message), "%s", message.c_str());
-    notice.state.store(2, std::memory_order_release);
     header(r)->waker.sleeping.store(1);  // force the wake below even if it is awake right now
     wakeIfSleeping(&header(r)->waker);
   }
 }
 
-std::optional<Status> ShmTransport::receivedFailure() const {
-  const FailureNotice& notice = header(rank_)->failure;
+std::optional<PeerFailure> ShmTransport::peerFailure(int peer) const {
+  if (peer == kAnyPeer) {
+    std::optional<PeerFailure> found;
+    for (int r = 0; r < nranks_; ++r) {
+      std::optional<PeerFailure> f = r != rank_ ? peerFailure(r) : std::nullopt;
+      if (f && (!found || f->collectivesDone < found->collectivesDone)) found = f;
+    }
+    return found;
+  }
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || inboxes_[peer].data() == nullptr) {
+    return std::nullopt;
+  }
+  const FailureNotice& notice = header(peer)->failure;
   if (notice.state.load(std::memory_order_acquire) != 2) return std::nullopt;
   // Written by another process: never trust its code or read past the message buffer.
-  return Status(notice.code > braidSuccess && notice.code <= braidTimeout
-                    ? static_cast<braidResult_t>(notice.code) : braidRemoteError,
-                "rank " + std::to_string(notice.rank) + " failed: " +
-                    std::string(notice.message, strnlen(notice.message, sizeof(notice.message))));
+  PeerFailure f;
+  f.status = Status(notice.code > braidSuccess && notice.code <= braidTimeout
+                        ? static_cast<braidResult_t>(notice.code) : braidRemoteError,
+                    "rank " + std::to_string(peer) + " failed: " +
+                        std::string(notice.message, strnlen(notice.message, sizeof(notice.message))));
+  f.collectivesDone = notice.collectivesDone;
+  return f;
 }
 
 bool ShmTransport::peerAlive(int peer) const {

@@ -1,6 +1,6 @@
 // Shared-memory transport between processes (or threads) of one host.
 //
-// Every rank creates one segment, its inbox: a header holding its Waker and a failure notice,
+// Every rank creates one segment, its inbox: a header holding its Waker and its own failure notice,
 // then one FIFO per (sending rank, channel). A sender writes its slots straight into the
 // receiver's inbox; the receiver reads them in place. All ranks of the host map every inbox at
 // init (pages are committed per FIFO on first use), then the names are unlinked.
@@ -31,11 +31,11 @@ class ShmTransport final : public Transport {
 
   /// The Waker this rank sleeps on; peers on this host wake it.
   Waker* waker() const;
-  /// Tells every peer on this host that `failedRank` failed: they see `code` and the message
-  /// (the first notice a peer gets wins).
-  void notifyFailure(int failedRank, braidResult_t code, const std::string& message);
-  /// A failure some peer reported to this rank, if any.
-  std::optional<Status> receivedFailure() const;
+  /// Records in this rank's inbox that `failedRank` (this rank) failed (the first notice wins),
+  /// and wakes every peer on this host so it can look.
+  void notifyFailure(int failedRank, const PeerFailure& failure);
+  /// The failure `peer` recorded, if any; with kAnyPeer, the one of the peer that got least far.
+  std::optional<PeerFailure> peerFailure(int peer) const;
   /// False once a peer process on this host is known to have exited.
   bool peerAlive(int peer) const;
 

@@ -62,6 +62,7 @@ Result<std::unique_ptr<SocketProxy>> SocketProxy::start(Options options,
   std::unique_ptr<SocketProxy> p(new SocketProxy());
   p->options_ = std::move(options);
   const int n = p->options_.nranks;
+  p->notices_ = std::make_unique<PeerFailures>(n);
   const size_t fifos = size_t(n) * p->options_.maxChannels;
   std::sort(streams.begin(), streams.end(), [](const PeerStream& a, const PeerStream& b) {
     return a.peer != b.peer ? a.peer < b.peer : a.index < b.index;
@@ -158,7 +159,7 @@ SocketProxy::~SocketProxy() {
 void SocketProxy::close(bool flush, double flushSeconds) {
   if (closed_) return;
   closed_ = true;
-  if (hasFailure_.load()) flush = false;  // peers are failing too; nobody waits for the rest
+  if (hasFailure_.load() || notices_->any()) flush = false;  // peers are failing too; nobody waits for the rest
   flushSeconds_ = flushSeconds;
   mode_.store(flush ? Mode::kFlush : Mode::kStop, std::memory_order_release);
   const uint64_t one = 1;
@@ -208,18 +209,18 @@ std::optional<Status> SocketProxy::failure() const {
   return failure_;
 }
 
-void SocketProxy::notifyFailure(int failedRank, braidResult_t code, const std::string& message) {
+void SocketProxy::notifyFailure(int failedRank, const PeerFailure& failure) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (noticeQueued_) return;
     noticeQueued_ = true;
-    noticeText_ = message.substr(0, socketwire::kMaxNoticeBytes);
+    noticeText_ = failure.status.message().substr(0, socketwire::kMaxNoticeBytes);
     notice_ = FrameHeader{FrameKind::kNotice,
                           0,
-                          0,
+                          failure.collectivesDone,
                           0,
                           static_cast<uint32_t>(noticeText_.size()),
-                          static_cast<uint32_t>(code),
+                          static_cast<uint32_t>(failure.status.code()),
                           failedRank,
                           CallDescriptor{}};
   }
@@ -627,14 +628,9 @@ Status SocketProxy::payloadDone(Stream& s) {
     std::string who = h.origin >= 0 && h.origin < options_.nranks
                           ? options_.peerNames[h.origin]
                           : "rank " + std::to_string(h.origin);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!failure_) {
-        failure_ =
-            Status(code == braidSuccess ? braidRemoteError : code, who + " failed: " + s.notice);
-      }
-    }
-    hasFailure_.store(true, std::memory_order_release);
+    notices_->record(s.peer, PeerFailure{Status(code == braidSuccess ? braidRemoteError : code,
+                                                who + " failed: " + s.notice),
+                                         static_cast<uint32_t>(h.seq)});
     wakeRank();
     return okStatus();
   }

@@ -14,8 +14,8 @@
 //
 // Failure: a stream that closes marks its peer gone once all of the peer's streams have closed (a
 // reset, or a close in the middle of a frame, at once); peerAlive() then says so and the progress
-// engine fails the calls waiting on that peer. A malformed frame or a failure notice from a peer
-// is kept as failure(). Closing with flush first sends everything posted, then half-closes each
+// engine fails the calls waiting on that peer. A malformed frame is kept as failure(), a peer's
+// failure notice as peerFailure(peer). Closing with flush first sends everything posted, then half-closes each
 // stream and reads until the peers close theirs, so the last slots of a collective are never lost.
 #pragma once
 
@@ -33,6 +33,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "transport/fifo.h"
+#include "transport/peer_failures.h"
 #include "transport/socket/socket_connect.h"
 #include "transport/socket/socket_wire.h"
 
@@ -88,10 +89,12 @@ class SocketProxy {
   Waker* waker() { return &waker_; }
   /// False once every stream of `peer` has closed (or one was reset).
   bool peerAlive(int peer) const;
-  /// A malformed frame from a peer, or a peer's failure notice.
+  /// A malformed frame from a peer.
   std::optional<Status> failure() const;
+  /// The failure notice `peer` sent, if any (kAnyPeer: any peer's).
+  std::optional<PeerFailure> peerFailure(int peer) const { return notices_->get(peer); }
   /// Sends every live peer a notice that `failedRank` failed (at most once).
-  void notifyFailure(int failedRank, braidResult_t code, const std::string& message);
+  void notifyFailure(int failedRank, const PeerFailure& failure);
 
  private:
   struct OutItem {
@@ -187,6 +190,7 @@ class SocketProxy {
   std::atomic<bool> hasFailure_{false};
   mutable std::mutex mu_;
   std::optional<Status> failure_;
+  std::unique_ptr<PeerFailures> notices_;  ///< received, per peer
   std::atomic<bool> noticePending_{false};
   bool noticeQueued_ = false;  ///< under mu_: notifyFailure ran (once is enough)
   socketwire::FrameHeader notice_{};

@@ -175,9 +175,12 @@ std::optional<Status> SocketTransport::failure() const {
   return proxy_ ? proxy_->failure() : std::nullopt;
 }
 
-void SocketTransport::notifyFailure(int failedRank, braidResult_t code,
-                                    const std::string& message) {
-  if (proxy_) proxy_->notifyFailure(failedRank, code, message);
+std::optional<PeerFailure> SocketTransport::peerFailure(int peer) const {
+  return proxy_ ? proxy_->peerFailure(peer) : std::nullopt;
+}
+
+void SocketTransport::notifyFailure(int failedRank, const PeerFailure& failure) {
+  if (proxy_) proxy_->notifyFailure(failedRank, failure);
 }
 
 }  // namespace braid

@@ -5,8 +5,8 @@
 // those streams (socket_proxy.h), so the executor sees the same FIFOs as over shared memory. A
 // pair is linked when either rank asks for it at create(), so both ends always agree.
 //
-// Failure: a peer whose streams close is reported by peerAlive(); a malformed frame or a failure
-// notice from a peer by failure(); notifyFailure() tells every linked peer that this rank failed.
+// Failure: a peer whose streams close is reported by peerAlive(), a malformed frame by failure(),
+// a peer's failure notice by peerFailure(); notifyFailure() tells every linked peer this rank failed.
 // Destruction first flushes what the rank posted (unless the communicator was aborted or failed),
 // so a collective that returned has really delivered its last slots.
 #pragma once
@@ -36,10 +36,12 @@ class SocketTransport final : public Transport {
 
   /// False once the connection to `peer` has closed.
   bool peerAlive(int peer) const;
-  /// A protocol error on some stream or a failure a peer reported.
+  /// A protocol error on some stream.
   std::optional<Status> failure() const;
-  /// Tells every linked peer that failedRank failed with `code` (first call only).
-  void notifyFailure(int failedRank, braidResult_t code, const std::string& message);
+  /// The failure `peer` reported, if any (kAnyPeer: any peer's).
+  std::optional<PeerFailure> peerFailure(int peer) const;
+  /// Tells every linked peer that failedRank failed (first call only).
+  void notifyFailure(int failedRank, const PeerFailure& failure);
   /// Peers linked over TCP.
   int linkedPeers() const { return linkedPeers_; }
   /// "ip:port" this rank listened on, for logs.

@@ -274,14 +274,13 @@ TEST(SocketTransport, DestroyFlushesWhatWasPosted) {
 TEST(SocketTransport, PeerThatGoesAwayIsReported) {
   const Config config = testConfig(2, 64 * 1024, 2);
   expectAllOk(runRanks(2, config, [](RankEnv& env, std::unique_ptr<SocketTransport>& t) {
-    RETURN_IF_ERROR(env.bootstrap->barrier());
+    if (env.rank == 0 && !t->peerAlive(1)) return internalError("rank 1 reported gone too early");
+    RETURN_IF_ERROR(env.bootstrap->barrier());  // rank 1 leaves only after rank 0 looked
     if (env.rank == 1) {
       env.abort->store(true);  // no flush, no linger: as if the process died
       t.reset();
-      return env.bootstrap->barrier();
+      return okStatus();
     }
-    if (!t->peerAlive(1)) return internalError("rank 1 reported gone too early");
-    RETURN_IF_ERROR(env.bootstrap->barrier());
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     while (t->peerAlive(1)) {
       if (Clock::now() > deadline) return timeoutError("rank 1's exit was never noticed");
@@ -295,19 +294,24 @@ TEST(SocketTransport, PeerThatGoesAwayIsReported) {
 TEST(SocketTransport, FailureNoticeReachesPeers) {
   const Config config = testConfig(2, 64 * 1024, 1);
   expectAllOk(runRanks(3, config, [](RankEnv& env, std::unique_ptr<SocketTransport>& t) {
-    if (env.rank == 2) t->notifyFailure(2, braidInvalidUsage, "mismatched call");
+    if (env.rank == 2) {
+      t->notifyFailure(2, PeerFailure{invalidUsage("mismatched call"), /*collectivesDone=*/7});
+    }
     if (env.rank != 2) {
       const auto deadline = Clock::now() + std::chrono::seconds(20);
-      while (!t->failure()) {
+      while (!t->peerFailure(2)) {
         if (Clock::now() > deadline) return timeoutError("no notice arrived");
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      const Status f = *t->failure();
-      if (f.code() != braidInvalidUsage ||
-          f.message().find("mismatched call") == std::string::npos ||
-          f.message().find("rank 2") == std::string::npos) {
-        return internalError("unexpected notice: " + f.message());
+      const PeerFailure f = *t->peerFailure(2);
+      if (f.status.code() != braidInvalidUsage || f.collectivesDone != 7 ||
+          f.status.message().find("mismatched call") == std::string::npos ||
+          f.status.message().find("rank 2") == std::string::npos) {
+        return internalError("unexpected notice: " + f.status.message());
       }
+      if (t->peerFailure(1 - env.rank)) return internalError("a notice from a healthy peer");
+      if (!t->peerFailure(kAnyPeer)) return internalError("kAnyPeer missed rank 2's notice");
+      if (t->failure()) return internalError("a notice is no protocol failure");
     }
     return env.bootstrap->barrier();
   }));

@@ -28,7 +28,8 @@ enum class FrameKind : uint32_t { kData = 1, kCredit = 2, kNotice = 3 };
 struct FrameHeader {
   FrameKind kind;
   uint32_t channel;
-  uint64_t seq;     ///< data: slot sequence number; credit: the receiver's tail
+  uint64_t seq;     ///< data: slot sequence number; credit: the receiver's tail; notice: the
+                    ///< collectives the failed rank had finished
   uint32_t offset;  ///< data: where the piece starts in the slot
   uint32_t bytes;   ///< payload bytes that follow this header
   uint32_t total;   ///< data: bytes of the whole slot; notice: the braidResult_t
