@@ -149,20 +149,64 @@ std::optional<Algorithm> findAlgorithm(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// Below these, working out whether the data can stand in for the check (a plan per rank) is
+// cheap, and the check's extra hand-off is a visible share of the call's time.
+constexpr int kDataCheckMaxRanks = 4;
+constexpr uint64_t kDataCheckMaxBytes = 64 * 1024;
+
+/// `rank`'s ring neighbour `shift` places on (request.ring order; buildPlan checked the ring).
+int ringNeighbour(const PlanRequest& request, int rank, int shift) {
+  const int n = request.nranks;
+  auto at = [&](int i) { return request.ring.empty() ? i : request.ring[i]; };
+  int pos = 0;
+  while (pos + 1 < n && at(pos) != rank) ++pos;
+  return at(((pos + shift) % n + n) % n);
+}
+
+/// Whether the first step of some lane of `plan` posts a data slot to `peer` without waiting.
+bool postsAtOnceTo(const Plan& plan, int peer) {
+  for (const Lane& lane : plan.lanes) {
+    if (lane.steps.empty()) continue;
+    const Step& s = lane.steps.front();
+    const bool sendsFirst = s.op == StepOp::kSend || s.op == StepOp::kCopySend ||
+                            s.op == StepOp::kSendRecv || s.op == StepOp::kSendRecvReduce;
+    if (!sendsFirst || s.sendBytes == 0) continue;
+    for (int i = 0; i < s.nsend; ++i) {
+      if (s.sendPeers[i] == peer) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool dataChecksTheCall(const PlanRequest& request) {
+  if (isPointToPoint(request.coll) || request.nranks < 2 ||
+      request.nranks > kDataCheckMaxRanks || request.count * request.elemSize > kDataCheckMaxBytes) {
+    return false;
+  }
+  for (int r = 0; r < request.nranks; ++r) {
+    PlanRequest q = request;
+    q.rank = r;
+    Result<Plan> plan = buildPlan(q);
+    if (!plan.ok() || !postsAtOnceTo(*plan, ringNeighbour(q, r, 1))) return false;
+  }
+  return true;
+}
+
 void addCallCheckLane(Plan& plan, const PlanRequest& request, int channel) {
   if (plan.lanes.empty() || request.nranks < 2) return;
   Step check;
   switch (request.coll) {
     case Collective::kSend: check = makeCallCheck(request.peer, -1); break;
     case Collective::kRecv: check = makeCallCheck(-1, request.peer); break;
-    default: {
-      const int n = request.nranks;
-      auto at = [&](int i) { return request.ring.empty() ? i : request.ring[i]; };
-      int pos = 0;
-      while (pos + 1 < n && at(pos) != request.rank) ++pos;  // buildPlan checked the ring
-      check = makeCallCheck(at((pos + 1) % n), at((pos + n - 1) % n));
+    default:
+      if (dataChecksTheCall(request)) return;
+      check = makeCallCheck(ringNeighbour(request, request.rank, 1),
+                            ringNeighbour(request, request.rank, -1));
       break;
-    }
   }
   plan.lanes.push_back(Lane{channel, {check}});
 }

@@ -31,8 +31,15 @@ std::optional<Algorithm> findAlgorithm(std::string_view name);
 /// Send sends one to its peer and a Recv takes one from its peer. Each slot carries the call's
 /// descriptor, so a rank whose call differs from its predecessor's (or from its peer's) fails
 /// whatever route the algorithm's data takes. Plans that exchange nothing (one rank, count 0)
-/// get no check.
+/// get no check, nor do calls whose data already does its job (dataChecksTheCall).
 void addCallCheckLane(Plan& plan, const PlanRequest& request, int channel);
+
+/// Whether every rank's plan for this small collective posts a data slot to its ring successor
+/// before waiting for anything: that slot carries the call's descriptor as early as a check slot
+/// would, so the check lane is left out (saving a hand-off per call). The answer depends on the
+/// call alone, so ranks that agree on the call agree on it; ranks that disagree are caught by
+/// the slots they do post (PlanRun::findMismatch looks at them while a call waits).
+bool dataChecksTheCall(const PlanRequest& request);
 
 /// Builds one rank's plan. Errors name what is wrong with the request (an algorithm that cannot
 /// serve the collective, a rank or root out of range, a chunk size of zero...).

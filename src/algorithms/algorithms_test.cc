@@ -104,6 +104,56 @@ TEST(Algorithms, CountZeroGivesAnEmptyPlan) {
   }
 }
 
+TEST(Algorithms, SmallCallsWhoseDataReachesTheSuccessorFirstNeedNoCheckLane) {
+  // Direct all-reduce: every rank's first step sends to every other at once.
+  for (int n = 2; n <= 4; ++n) {
+    PlanRequest q = validRequest(Collective::kAllReduce, Algorithm::kDirect);
+    q.nranks = n;
+    q.rank = n - 1;
+    q.root = 0;
+    q.peer = 0;
+    EXPECT_TRUE(dataChecksTheCall(q)) << describeRequest(q);
+    Result<Plan> plan = buildPlan(q);
+    ASSERT_TRUE(plan.ok());
+    const size_t lanes = plan->lanes.size();
+    addCallCheckLane(*plan, q, 7);
+    EXPECT_EQ(plan->lanes.size(), lanes) << "a check lane beside data that does its job";
+  }
+  // Rooted collectives (non-roots wait first), tree all-reduce (the root waits first), large
+  // calls and many ranks keep the lane.
+  PlanRequest bcast = validRequest(Collective::kBroadcast, Algorithm::kRing);
+  EXPECT_FALSE(dataChecksTheCall(bcast));
+  PlanRequest tree = validRequest(Collective::kAllReduce, Algorithm::kTree);
+  EXPECT_FALSE(dataChecksTheCall(tree));
+  PlanRequest large = validRequest(Collective::kAllReduce, Algorithm::kDirect);
+  large.count = 1 << 20;
+  EXPECT_FALSE(dataChecksTheCall(large));
+  PlanRequest many = validRequest(Collective::kAllReduce, Algorithm::kDirect);
+  many.nranks = 8;
+  EXPECT_FALSE(dataChecksTheCall(many));
+  PlanRequest send = validRequest(Collective::kSend, Algorithm::kPairwise);
+  EXPECT_FALSE(dataChecksTheCall(send));
+  // Whatever the answer, it is the same for every rank of a call.
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm algo : algorithmsFor(coll)) {
+      for (int n = 2; n <= 4; ++n) {
+        PlanRequest q = validRequest(coll, algo);
+        q.nranks = n;
+        q.root = 0;
+        q.peer = 0;
+        q.rank = 1;
+        const bool answer = dataChecksTheCall(q);
+        for (int r = 0; r < n; ++r) {
+          q.rank = r;
+          q.peer = (r + 1) % n;
+          EXPECT_EQ(dataChecksTheCall(q), answer) << describeRequest(q);
+        }
+      }
+    }
+  }
+}
+
 TEST(Algorithms, CallCheckLaneLinksRingNeighboursOrThePeer) {
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto coll = static_cast<Collective>(c);

@@ -28,6 +28,16 @@ class ConnectorTable {
     return &c;
   }
 
+  /// The receiving end from `peer` on `channel` if a plan has made it, else nullptr.
+  RecvConnector* existingRecv(int peer, int channel) {
+    if (peer < 0 || channel < 0 || channel >= maxChannels_ ||
+        index(peer, channel) >= recv_.size()) {
+      return nullptr;
+    }
+    RecvConnector& c = recv_[index(peer, channel)];
+    return c.valid() ? &c : nullptr;
+  }
+
  private:
   size_t index(int peer, int channel) const { return size_t(peer) * maxChannels_ + channel; }
   Status check(int peer, int channel) const;

@@ -267,6 +267,26 @@ bool PlanRun::blockedOnCpu(int cpu) const {
   return false;
 }
 
+Status PlanRun::findMismatch(const std::vector<int>& peers) {
+  if (call_.coll == static_cast<uint8_t>(Collective::kSend)) return okStatus();
+  const int checkChannel = connectors_->maxChannels() - 1;
+  for (int peer : peers) {
+    (void)connectors_->recv(peer, checkChannel);  // may fail for an unreachable peer: skip it
+    for (int c = 0; c <= checkChannel; ++c) {
+      RecvConnector* recv = connectors_->existingRecv(peer, c);
+      const SlotHeader* header = recv != nullptr ? recv->tryPeek() : nullptr;
+      if (header == nullptr) continue;
+      // Point-to-point slots and slots of other collectives of a group are no evidence.
+      if (header->call.coll == static_cast<uint8_t>(Collective::kSend) ||
+          header->call.seq != call_.seq) {
+        continue;
+      }
+      RETURN_IF_ERROR(checkSlot(*header, peer, header->bytes));
+    }
+  }
+  return okStatus();
+}
+
 void PlanRun::waitingOn(std::vector<int>& peers) const {
   for (size_t l = 0; l < plan_.lanes.size(); ++l) {
     const Lane& lane = plan_.lanes[l];

@@ -9,7 +9,10 @@
 // peer, on a channel no algorithm uses: addCallCheckLane), this holds whatever route the
 // algorithm's data takes: a rank whose call differs from its predecessor's always receives a slot
 // that says so, and its failure notice reaches the others. The executor posts and takes those
-// empty slots (kStepCallCheck) where it skips other transfers of 0 bytes.
+// empty slots (kStepCallCheck) where it skips other transfers of 0 bytes. Small calls whose
+// first data slots already reach the ring successor at once skip the lane (dataChecksTheCall);
+// a rank whose call differs from such a peer's may then wait on a slot that never comes, so a
+// waiting run also looks at the slots its peers did post (findMismatch).
 #pragma once
 
 #include <vector>
@@ -47,6 +50,10 @@ class PlanRun {
   void waitingOn(std::vector<int>& peers) const;
   /// Whether a lane last found itself blocked on a peer whose Waker says it waits on `cpu`.
   bool blockedOnCpu(int cpu) const;
+  /// Peeks (takes nothing) at the oldest slot from each of `peers` on every channel this rank
+  /// has a FIFO from it, creating the call check's (the last channel): one posted for this
+  /// collective's sequence number by a different call is a mismatch, reported like one taken.
+  Status findMismatch(const std::vector<int>& peers);
 
  private:
   enum class StepResult { kBlocked, kPartial, kDone };

@@ -134,6 +134,12 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
       if (t.finished || !t.started) continue;
       peers.clear();
       t.run->waitingOn(peers);
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      Status mismatch = t.run->findMismatch(peers);
+      if (!mismatch.ok()) {
+        return mismatch.withContext(t.client->who() + " in " + describeCall(t.run->call()));
+      }
       for (int peer : peers) {
         std::optional<PeerFailure> failure = t.client->peerFailure(peer);
         if (!failure && (!probeLiveness || t.client->peerAlive(peer))) continue;
