@@ -53,7 +53,12 @@ Communicator::Communicator(Config config, std::unique_ptr<Logger> logger)
     : config_(std::move(config)), logger_(std::move(logger)) {}
 
 // Device work (if any) still reads this communicator's state: wait for it first.
-Communicator::~Communicator() { releaseDevice(this); }
+Communicator::~Communicator() {
+  // A failed communicator's peers no longer read what it posted: the network transports close
+  // without flushing, as after an abort, instead of waiting out their flush time for them.
+  if (!asyncError().ok()) aborted_.store(true, std::memory_order_release);
+  releaseDevice(this);
+}
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& id, int nranks,
                                                            int rank, Config config) {
@@ -129,6 +134,10 @@ Status Communicator::setUp() {
   tunerContext.ring = ring_;
   tunerContext.rank = rank_;
   tunerContext.maxChannels = maxChannels_;
+  for (int p = 0; p < nranks_; ++p) {
+    tunerContext.rdmaBetweenHosts |=
+        p != rank_ && peers_[p].hostHash != self.hostHash && ib_ && ib_->canConnect(p);
+  }
   tunerContext.calibrationDir = defaultCalibrationDir();
   ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext));
   sendSeq_.assign(nranks_, 0);

@@ -38,6 +38,7 @@ struct Config {
   std::string hostId;
   std::string socketIfname;
   std::string ibHca;
+  int netProbe = 1;  ///< 1: rank 0 measures the link between hosts at init (0: topology figures)
 
   // Network transports and launchers (core/launcher.cc reads the launch fields).
   int socketNstreams = 2;    ///< TCP streams per peer the socket transport spreads slots over

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "tuner/calibration.h"
 #include "tuner/cost_model.h"
+#include "tuner/link_probe.h"
 #include "tuner/tuning_table.h"
 
 namespace braid {
@@ -19,9 +20,34 @@ namespace {
 constexpr size_t kMessageBytes = 256;
 constexpr size_t kSharedBytes = 1 + kModelConstantsWireBytes + kMessageBytes;
 
-Result<ModelConstants> rankZeroConstants(const TunerContext& ctx) {
+/// Puts the probe's figures (if any) into rank 0's host shape, and says where they came from.
+void applyNetworkProbe(const TunerContext& ctx, const NetworkProbe& probe, HostShape& host) {
+  if (!probe.ran) return;
+  const double topoUs = host.networkLatencyUs;
+  const double topoGBps = host.networkGBps;
+  if (!probe.figures) {
+    BRAID_LOG(*ctx.logger, kInfo, kNet,
+              "network link %.1f us, %.2f GB/s from the topology (NIC port, else the default "
+              "link): %s",
+              topoUs, topoGBps, probe.note.c_str());
+    return;
+  }
+  const LinkFigures& f = *probe.figures;
+  host.networkLatencyUs = f.latencyUs;
+  host.networkGBps = f.gbps;
+  BRAID_LOG(*ctx.logger, kInfo, kNet,
+            "network link %.1f us, %.3f GB/s measured by the link probe (rank 0 <-> rank %d: half "
+            "the median round trip, min %.1f us; %llu bytes streamed in %.2f ms; %s; %.1f ms in "
+            "all) instead of the topology's %.1f us, %.2f GB/s",
+            f.latencyUs, f.gbps, f.peer, f.minRoundTripUs,
+            static_cast<unsigned long long>(f.streamBytes), f.streamUs / 1e3, probe.note.c_str(),
+            probe.elapsedMs, topoUs, topoGBps);
+}
+
+Result<ModelConstants> rankZeroConstants(const TunerContext& ctx, const NetworkProbe& probe) {
   ModelConstants constants;
   constants.host = hostShapeOf(*ctx.topology);
+  applyNetworkProbe(ctx, probe, constants.host);
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(
       CalibrationResult calibration,
@@ -41,8 +67,14 @@ Result<ModelConstants> sharedConstants(const TunerContext& ctx) {
   const int nranks = static_cast<int>(ctx.placements.size());
   std::vector<uint8_t> buffer(kSharedBytes * size_t(nranks), 0);
   uint8_t* mine = buffer.data() + kSharedBytes * size_t(ctx.rank);
+  // Before rank 0 calibrates: the leaders it probes wait for it, not the other way round.
+  const NetworkProbe probe = runNetworkProbe(*ctx.bootstrap, ctx.rank, ctx.placements,
+                                             ctx.config->netProbe != 0, ctx.rdmaBetweenHosts);
+  if (ctx.rank != 0 && !probe.note.empty()) {
+    BRAID_LOG(*ctx.logger, kInfo, kNet, "%s", probe.note.c_str());
+  }
   if (ctx.rank == 0) {
-    Result<ModelConstants> constants = rankZeroConstants(ctx);
+    Result<ModelConstants> constants = rankZeroConstants(ctx, probe);
     if (constants.ok()) {
       mine[0] = 1;
       encodeModelConstants(constants.value(), mine + 1);

@@ -1,6 +1,8 @@
 // Building a communicator's tuner at init: the one step of set-up that belongs to the tuner.
 //
-// Rank 0 reads its topology's host shape and this host's calibration (from this process, from the
+// When the ranks span hosts, the host leaders first probe the link between them (link_probe.h) and
+// rank 0's host shape takes the measured network latency and bandwidth. Rank 0 reads its
+// topology's host shape and this host's calibration (from this process, from the
 // cache file, or measured now - calibration.h) while the other ranks wait in a bootstrap
 // all-gather that then hands them rank 0's values, bit for bit. Every rank builds the cost model
 // from those values and every rank's placement, loads BRAID_TUNING_FILE, and builds the tuner;
@@ -31,6 +33,8 @@ struct TunerContext {
   std::vector<int> ring;                  ///< the communicator's ring order (empty: identity)
   int rank = 0;
   int maxChannels = 1;
+  /// Rank 0 reaches other hosts over RDMA: the link probe (over TCP) is skipped.
+  bool rdmaBetweenHosts = false;
   /// Where the calibration cache lives; "" disables it. Set it from defaultCalibrationDir().
   std::string calibrationDir;
 };

@@ -66,6 +66,7 @@ class TunerSetUp : public ::testing::Test {
         Config config;
         config.slotBytes = 512 << 10;
         config.tuningFile = tuningFile(r);
+        config.netProbe = netProbe_;
         Logger logger(r == 0 ? LogLevel::kInfo : LogLevel::kNone, kAllSubsys, r == 0 ? log : "");
         TunerContext ctx;
         ctx.config = &config;
@@ -73,6 +74,7 @@ class TunerSetUp : public ::testing::Test {
         ctx.bootstrap = b.value().get();
         ctx.topology = &topology_;
         ctx.placements.assign(size_t(n), {77, computeLocality(topology_, topology_.allPus())});
+        for (int q = 0; q < n; ++q) ctx.placements[size_t(q)].hostHash = hostOf_(q);
         ctx.rank = r;
         ctx.maxChannels = 4;
         ctx.calibrationDir = dir_ + "/cache";
@@ -97,6 +99,8 @@ class TunerSetUp : public ::testing::Test {
 
   std::string dir_;
   Topology topology_;
+  std::function<uint64_t(int)> hostOf_ = [](int) { return uint64_t{77}; };
+  int netProbe_ = 1;
 };
 
 TEST_F(TunerSetUp, EveryRankBuildsRankZerosTableAndTheCacheIsReadNextTime) {
@@ -162,6 +166,33 @@ TEST_F(TunerSetUp, TuningFilesThatDifferBetweenRanksAreAnError) {
   ASSERT_TRUE(none[0].ok()) << none[0].status().message();
   EXPECT_EQ(same[0].value(), same[1].value());
   EXPECT_NE(same[0].value(), none[0].value());
+}
+
+TEST_F(TunerSetUp, RanksOnTwoHostsShareTheProbedLinkAndTheProbeCanBeTurnedOff) {
+  // Ranks 0 and 2 on one "host", 1 and 3 on another, all on loopback.
+  hostOf_ = [](int r) { return uint64_t(100 + r % 2); };
+  const std::string probed = dir_ + "/probed.log";
+  std::vector<Result<uint64_t>> withProbe = run(
+      4, [](int) { return std::string(); }, probed);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(withProbe[size_t(r)].ok()) << r << ": " << withProbe[size_t(r)].status().message();
+    EXPECT_EQ(withProbe[size_t(r)].value(), withProbe[0].value()) << r;
+  }
+  const std::string text = read(probed);
+  EXPECT_NE(text.find("measured by the link probe (rank 0 <-> rank 1"), std::string::npos) << text;
+
+  netProbe_ = 0;
+  const std::string off = dir_ + "/off.log";
+  std::vector<Result<uint64_t>> without = run(
+      4, [](int) { return std::string(); }, off);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(without[size_t(r)].ok()) << r << ": " << without[size_t(r)].status().message();
+    EXPECT_EQ(without[size_t(r)].value(), without[0].value()) << r;
+  }
+  EXPECT_NE(
+      read(off).find("from the topology (NIC port, else the default link): BRAID_NET_PROBE=0"),
+      std::string::npos)
+      << read(off);
 }
 
 }  // namespace

@@ -3,18 +3,26 @@
 // and ranks of different hosts the socket transport, as across machines. Covered: the conformance
 // checks across hosts (uneven hosts, the hierarchical all-reduce, several streams), a rank whose
 // process dies mid-collective, braidCommInitFromEnv across hosts, braid-perf under Open MPI's
-// mpirun across hosts, and a shaped slow link whose measurements are printed (never asserted).
+// mpirun across hosts, a shaped slow link whose measurements are printed (never asserted), and the
+// link probe at init: its figures follow the shaping of the link and the tuner's choices follow
+// its figures.
 // Skipped when not root or when `ip netns` does not work.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "braid.h"
+#include "core/config.h"
 #include "tests/net/virtual_hosts.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/multiprocess.h"
@@ -290,11 +298,119 @@ TEST(NetSlowLink, AlgorithmsOverAShapedLink) {
   const std::string line =
       mpirunLine(*v, {2, 2}, "allreduce -b 64K -e 4M -f 8 -n 3 -w 1 -c 1 --algo all", "");
   const int rc = runCommand(line, &out);
-  (void)v->shape(1, "10gbit", 0);
+  v->unshape(1);
   EXPECT_EQ(rc, 0) << line << "\n" << out;
   EXPECT_NE(out.find("Out of bounds values : 0 OK"), std::string::npos) << out;
   // For the record (the tuner's business, not an assertion): busbw per algorithm over the link.
   std::cout << "shaped with " << qdisc.value() << " at 400mbit, 2 ms where netem exists:\n" << out;
+}
+
+/// What rank 0 logged at init about the link and the tuner it built.
+struct TunerLog {
+  double latencyUs = -1;
+  double gbps = -1;
+  double probeMs = -1;
+  std::string probeLine;
+  /// (collective, bytes per rank) -> algorithm, from the tuner table (powers of two).
+  std::map<std::pair<std::string, uint64_t>, std::string> choices;
+  std::string text;
+};
+
+TunerLog parseTunerLog(const std::string& text) {
+  TunerLog log;
+  log.text = text;
+  static const std::regex kProbe(
+      R"(network link ([0-9.]+) us, ([0-9.]+) GB/s measured by the link probe)"
+      R"(.*; ([0-9.]+) ms in all)");
+  // A tuner table row: "allreduce     2K-8KB       rd       chunk 32K ...".
+  static const std::regex kRow(
+      R"(\b([a-z_]+)\s+([0-9]+[KMG]?)-([0-9]+[KMG]?)B\s+([a-z_]+)\s+chunk)");
+  std::istringstream lines(text);
+  bool inTable = false;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, kProbe)) {
+      log.probeLine = line;
+      log.latencyUs = std::stod(m[1]);
+      log.gbps = std::stod(m[2]);
+      log.probeMs = std::stod(m[3]);
+    }
+    if (line.find("tuner table for") != std::string::npos) inTable = true;
+    if (!inTable || !std::regex_search(line, m, kRow)) continue;
+    Result<uint64_t> lo = parseByteSize(m[2].str());
+    Result<uint64_t> hi = parseByteSize(m[3].str());
+    if (!lo.ok() || !hi.ok()) continue;
+    for (uint64_t bytes = lo.value(); bytes <= hi.value() && bytes != 0; bytes *= 2) {
+      log.choices[{m[1].str(), bytes}] = m[4].str();
+    }
+  }
+  return log;
+}
+
+/// Inits two ranks on each of hosts 0 and 1 at INFO for NET and TUNE, logging to files in dir;
+/// returns rank 0's log (the one holding the tuner table), or an error text in `why`.
+TunerLog initAndReadTunerLog(const VirtualHosts& v, const std::string& dir, std::string* why) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto outcomes = runOnHosts(v, {0, 0, 1, 1},
+                             {"BRAID_TIMEOUT=60", "BRAID_DEBUG=INFO", "BRAID_DEBUG_SUBSYS=NET,TUNE",
+                              "BRAID_DEBUG_FILE=" + dir + "/rank.%p.log"},
+                             [](int, int, braidComm_t) { return std::string(); });
+  *why = failures(outcomes);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (text.str().find("tuner table for") != std::string::npos) return parseTunerLog(text.str());
+  }
+  if (why->empty()) *why = "no rank logged a tuner table in " + dir;
+  return {};
+}
+
+TEST(NetSlowLink, LinkProbeFollowsTheShapingAndTheTunerFollowsTheProbe) {
+  REQUIRE_HOSTS(v);
+  const std::string dir = "/tmp/braid-net-probe-" + std::to_string(::getpid());
+  v->unshape(1);
+  std::string why;
+  const TunerLog plain = initAndReadTunerLog(*v, dir + "/plain", &why);
+  ASSERT_EQ(why, "");
+  ASSERT_FALSE(plain.probeLine.empty()) << plain.text;
+
+  Result<std::string> qdisc = v->shape(1, "400mbit", 2);
+  ASSERT_TRUE(qdisc.ok()) << qdisc.status().message();
+  const TunerLog slow = initAndReadTunerLog(*v, dir + "/shaped", &why);
+  v->unshape(1);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(why, "");
+  ASSERT_FALSE(slow.probeLine.empty()) << slow.text;
+
+  // 400 mbit/s is 0.05 GB/s: the probe must see a link slower than 0.1 GB/s, and the plain veth
+  // link (memory copies through the kernel) well above it.
+  EXPECT_LT(slow.gbps, 0.1) << slow.probeLine;
+  EXPECT_GT(plain.gbps, 0.1) << plain.probeLine;
+  // netem adds 2 ms each way on host 1's link (tbf, without netem, adds no delay).
+  if (qdisc.value() == "netem") {
+    EXPECT_GT(slow.latencyUs, 1500.0) << slow.probeLine;
+  }
+
+  // The tuner built from those figures chooses otherwise for some sizes.
+  ASSERT_FALSE(plain.choices.empty()) << plain.text;
+  ASSERT_EQ(plain.choices.size(), slow.choices.size()) << plain.text << slow.text;
+  std::string changed;
+  for (const auto& [key, algo] : plain.choices) {
+    auto it = slow.choices.find(key);
+    ASSERT_NE(it, slow.choices.end()) << key.first << " " << key.second;
+    if (it->second != algo) {
+      changed += "  " + key.first + " " + std::to_string(key.second) + " B: " + algo + " -> " +
+                 it->second + "\n";
+    }
+  }
+  EXPECT_FALSE(changed.empty()) << "the same choices over both links:\n" << plain.text;
+  std::cout << "unshaped: " << plain.latencyUs << " us, " << plain.gbps << " GB/s, probe "
+            << plain.probeMs << " ms\nshaped (" << qdisc.value() << " 400mbit, 2 ms): "
+            << slow.latencyUs << " us, " << slow.gbps << " GB/s, probe " << slow.probeMs
+            << " ms\nchoices that changed:\n"
+            << changed;
 }
 
 }  // namespace

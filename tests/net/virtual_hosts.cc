@@ -107,4 +107,10 @@ Result<std::string> VirtualHosts::shape(int host, const std::string& rate, int d
   return std::string("tbf");
 }
 
+void VirtualHosts::unshape(int host) {
+  // `del` fails when only the default qdisc is there: nothing to undo then.
+  runCommand("ip netns exec " + names_[host] + " tc qdisc del dev eth0 root");
+  runCommand("ip netns exec " + switch_ + " tc qdisc del dev p" + std::to_string(host) + " root");
+}
+
 }  // namespace braid::testing

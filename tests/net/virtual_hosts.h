@@ -33,6 +33,8 @@ class VirtualHosts {
   /// Shapes both directions of a host's link: `rate` (tc syntax, e.g. "200mbit") and, where the
   /// kernel has netem, `delayMs` of added latency. Returns the qdisc used ("netem" or "tbf").
   Result<std::string> shape(int host, const std::string& rate, int delayMs);
+  /// Removes the shaping of a host's link (both directions); a link never shaped is fine.
+  void unshape(int host);
 
  private:
   VirtualHosts() = default;
