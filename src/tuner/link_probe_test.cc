@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/bootstrap.h"
+#include "core/bootstrap_threads.h"
 
 namespace braid {
 namespace {
@@ -72,32 +73,17 @@ std::vector<NetworkProbe> runProbe(const std::vector<uint64_t>& hostOf, bool ena
                                    const LinkProbeOptions& options,
                                    std::vector<Status>* statuses) {
   const int n = static_cast<int>(hostOf.size());
-  Result<braidUniqueId> id = startBootstrapRoot("lo", kTimeout);
-  EXPECT_TRUE(id.ok()) << id.status().message();
   std::vector<NetworkProbe> out(hostOf.size());
-  statuses->assign(hostOf.size(), okStatus());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      WaitPolicy wait;
-      wait.timeoutSeconds = kTimeout;
-      Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id.value(), r, n, "lo", wait);
-      if (!b.ok()) {
-        (*statuses)[size_t(r)] = b.status();
-        return;
-      }
-      out[size_t(r)] =
-          runNetworkProbe(*b.value(), r, onHosts(hostOf), enabled, /*rdma=*/false, options);
-      std::vector<int> ranks(size_t(n), 0);
-      ranks[size_t(r)] = r;
-      Status s = b.value()->allGather(ranks.data(), sizeof(int));
-      for (int q = 0; s.ok() && q < n; ++q) {
-        if (ranks[size_t(q)] != q) s = internalError("all-gather after the probe went wrong");
-      }
-      (*statuses)[size_t(r)] = s;
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  *statuses = onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& b) -> Status {
+    out[size_t(r)] = runNetworkProbe(b, r, onHosts(hostOf), enabled, /*rdma=*/false, options);
+    std::vector<int> ranks(size_t(n), 0);
+    ranks[size_t(r)] = r;
+    RETURN_IF_ERROR(b.allGather(ranks.data(), sizeof(int)));
+    for (int q = 0; q < n; ++q) {
+      if (ranks[size_t(q)] != q) return internalError("all-gather after the probe went wrong");
+    }
+    return okStatus();
+  });
   return out;
 }
 

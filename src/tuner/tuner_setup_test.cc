@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/bootstrap.h"
+#include "core/bootstrap_threads.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "topology/discover.h"
@@ -50,43 +51,34 @@ class TunerSetUp : public ::testing::Test {
   /// rank's tuner digest or error; rank 0 logs at INFO to `log`.
   std::vector<Result<uint64_t>> run(int n, const std::function<std::string(int)>& tuningFile,
                                     const std::string& log) {
-    Result<braidUniqueId> id = startBootstrapRoot("lo", kTimeout);
-    EXPECT_TRUE(id.ok()) << id.status().message();
     std::vector<Result<uint64_t>> out(size_t(n), Result<uint64_t>(internalError("not run")));
-    std::vector<std::thread> threads;
+    const std::vector<Status> joined = onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& b) {
+      Config config;
+      config.slotBytes = 512 << 10;
+      config.tuningFile = tuningFile(r);
+      config.netProbe = netProbe_;
+      Logger logger(r == 0 ? LogLevel::kInfo : LogLevel::kNone, kAllSubsys, r == 0 ? log : "");
+      TunerContext ctx;
+      ctx.config = &config;
+      ctx.logger = &logger;
+      ctx.bootstrap = &b;
+      ctx.topology = &topology_;
+      ctx.placements.assign(size_t(n), {77, computeLocality(topology_, topology_.allPus())});
+      for (int q = 0; q < n; ++q) ctx.placements[size_t(q)].hostHash = hostOf_(q);
+      ctx.rank = r;
+      ctx.maxChannels = 4;
+      ctx.calibrationDir = dir_ + "/cache";
+      Result<Tuner> t = setUpTuner(ctx);
+      if (t.ok()) {
+        out[size_t(r)] = t.value().digest();
+      } else {
+        out[size_t(r)] = t.status();
+      }
+      return okStatus();
+    });
     for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        WaitPolicy wait;
-        wait.timeoutSeconds = kTimeout;
-        Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id.value(), r, n, "lo", wait);
-        if (!b.ok()) {
-          out[size_t(r)] = b.status();
-          return;
-        }
-        Config config;
-        config.slotBytes = 512 << 10;
-        config.tuningFile = tuningFile(r);
-        config.netProbe = netProbe_;
-        Logger logger(r == 0 ? LogLevel::kInfo : LogLevel::kNone, kAllSubsys, r == 0 ? log : "");
-        TunerContext ctx;
-        ctx.config = &config;
-        ctx.logger = &logger;
-        ctx.bootstrap = b.value().get();
-        ctx.topology = &topology_;
-        ctx.placements.assign(size_t(n), {77, computeLocality(topology_, topology_.allPus())});
-        for (int q = 0; q < n; ++q) ctx.placements[size_t(q)].hostHash = hostOf_(q);
-        ctx.rank = r;
-        ctx.maxChannels = 4;
-        ctx.calibrationDir = dir_ + "/cache";
-        Result<Tuner> t = setUpTuner(ctx);
-        if (t.ok()) {
-          out[size_t(r)] = t.value().digest();
-        } else {
-          out[size_t(r)] = t.status();
-        }
-      });
+      if (!joined[size_t(r)].ok()) out[size_t(r)] = joined[size_t(r)];
     }
-    for (std::thread& t : threads) t.join();
     return out;
   }
 

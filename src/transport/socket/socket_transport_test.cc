@@ -16,6 +16,7 @@
 
 #include "core/auth.h"
 #include "core/bootstrap.h"
+#include "core/bootstrap_threads.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "transport/socket/socket_wire.h"
@@ -52,47 +53,28 @@ std::vector<Status> runRanks(
     int n, const Config& config,
     const std::function<Status(RankEnv&, std::unique_ptr<SocketTransport>&)>& body,
     const std::function<bool(int, int)>& wants = {}) {
-  Result<braidUniqueId> id = startBootstrapRoot("lo", kTimeout);
-  if (!id.ok()) return std::vector<Status>(n, id.status());
-  std::vector<Status> out(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      WaitPolicy wait;
-      wait.timeoutSeconds = kTimeout;
-      Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id.value(), r, n, "lo", wait);
-      if (!b.ok()) {
-        out[r] = b.status();
-        return;
-      }
-      Logger logger(LogLevel::kWarn, kAllSubsys, "");
-      std::vector<PeerInfo> peers(n);
-      for (int p = 0; p < n; ++p) std::snprintf(peers[p].hostName, 64, "h%d", p);
-      Waker waker;
-      std::atomic<bool> abort{false};
-      TransportContext ctx;
-      ctx.bootstrap = b.value().get();
-      ctx.config = &config;
-      ctx.logger = &logger;
-      ctx.rank = r;
-      ctx.nranks = n;
-      ctx.maxChannels = 2;
-      ctx.peers = &peers;
-      ctx.rankWaker = &waker;
-      ctx.abort = &abort;
-      std::vector<bool> wanted(n, false);
-      for (int p = 0; p < n; ++p) wanted[p] = p != r && (!wants || wants(r, p));
-      Result<std::unique_ptr<SocketTransport>> t = SocketTransport::create(ctx, wanted);
-      if (!t.ok()) {
-        out[r] = t.status();
-        return;
-      }
-      RankEnv env{r, n, b.value().get(), t.value().get(), &waker, &abort};
-      out[r] = body(env, t.value());
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return out;
+  return onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
+    Logger logger(LogLevel::kWarn, kAllSubsys, "");
+    std::vector<PeerInfo> peers(n);
+    for (int p = 0; p < n; ++p) std::snprintf(peers[p].hostName, 64, "h%d", p);
+    Waker waker;
+    std::atomic<bool> abort{false};
+    TransportContext ctx;
+    ctx.bootstrap = &bootstrap;
+    ctx.config = &config;
+    ctx.logger = &logger;
+    ctx.rank = r;
+    ctx.nranks = n;
+    ctx.maxChannels = 2;
+    ctx.peers = &peers;
+    ctx.rankWaker = &waker;
+    ctx.abort = &abort;
+    std::vector<bool> wanted(n, false);
+    for (int p = 0; p < n; ++p) wanted[p] = p != r && (!wants || wants(r, p));
+    ASSIGN_OR_RETURN(std::unique_ptr<SocketTransport> t, SocketTransport::create(ctx, wanted));
+    RankEnv env{r, n, &bootstrap, t.get(), &waker, &abort};
+    return body(env, t);
+  });
 }
 
 void expectAllOk(const std::vector<Status>& statuses) {
