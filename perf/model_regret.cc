@@ -11,7 +11,8 @@
 // the measuring build picked for it (--verbose prints what this build picks); where a model change
 // picks another, that row's regret is only an estimate until measured again.
 //
-//   braid-model-regret --calibration FILE [--verbose] SWEEP.json...
+//   braid-model-regret --calibration FILE [--verbose] [--llc BYTES] SWEEP.json...
+// (--llc: judge the model as if the last-level cache held BYTES)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -102,11 +103,12 @@ Result<Calibration> loadCalibration(const std::string& path) {
 
 // The tuner of a communicator of `nranks` ranks on this host; `algo` is its BRAID_ALGO.
 Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, int nranks,
-                        const std::string& algo, bool describe) {
+                        const std::string& algo, bool describe, uint64_t llcBytes) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Topology> topology, processTopology(TopologyOptions{}));
   ModelConstants constants;
   constants.calibration = calibration;
   constants.host = hostShapeOf(*topology);
+  if (llcBytes > 0) constants.host.llcBytes = llcBytes;
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
   for (RankPlacement& p : placements) {
     p.hostHash = 1;
@@ -128,12 +130,12 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
 }
 
 Status judge(const Sweep& sweep, const Calibration& calibration, const Config& config,
-             bool verbose) {
-  ASSIGN_OR_RETURN(Tuner tuner, hostTuner(calibration, config, sweep.nranks, "", true));
+             bool verbose, uint64_t llcBytes) {
+  ASSIGN_OR_RETURN(Tuner tuner, hostTuner(calibration, config, sweep.nranks, "", true, llcBytes));
   // What braid-perf ran for each algorithm: that algorithm forced, chunk and channels tuned.
   std::map<std::string, Tuner> forced;
   for (const auto& [name, us] : sweep.fastest.begin()->second) {
-    ASSIGN_OR_RETURN(Tuner t, hostTuner(calibration, config, sweep.nranks, name, false));
+    ASSIGN_OR_RETURN(Tuner t, hostTuner(calibration, config, sweep.nranks, name, false, llcBytes));
     forced.emplace(name, std::move(t));
   }
   double logSum = 0;
@@ -185,18 +187,21 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
 int run(int argc, char** argv) {
   std::string calibrationFile;
   bool verbose = false;
+  uint64_t llcBytes = 0;  // 0: the topology's
   std::vector<std::string> sweeps;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--calibration") == 0 && i + 1 < argc) {
       calibrationFile = argv[++i];
     } else if (std::strcmp(argv[i], "--verbose") == 0) {
       verbose = true;
+    } else if (std::strcmp(argv[i], "--llc") == 0 && i + 1 < argc) {
+      llcBytes = std::strtoull(argv[++i], nullptr, 0);
     } else {
       sweeps.push_back(argv[i]);
     }
   }
   if (calibrationFile.empty() || sweeps.empty()) {
-    std::fprintf(stderr, "usage: %s --calibration FILE [--verbose] SWEEP.json...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --calibration FILE [--verbose] [--llc BYTES] SWEEP.json...\n", argv[0]);
     return 2;
   }
   Result<Calibration> calibration = loadCalibration(calibrationFile);
@@ -208,7 +213,8 @@ int run(int argc, char** argv) {
   }
   for (const std::string& path : sweeps) {
     Result<Sweep> sweep = loadSweep(path);
-    Status status = sweep.ok() ? judge(sweep.value(), calibration.value(), config.value(), verbose)
+    Status status = sweep.ok() ? judge(sweep.value(), calibration.value(), config.value(), verbose,
+                                       llcBytes)
                                : sweep.status();
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());
