@@ -7,7 +7,11 @@
 // slot's header in a cache line of its own (SlotLine) that also carries a sequence number, written
 // last, and payloads of up to kInlineBytes. The receiver polls only that line: a small message
 // then crosses cores as one cache-line transfer instead of three (head, header, data), which is
-// most of the cost of a latency-bound hop. head and tail are still maintained.
+// most of the cost of a latency-bound hop. head and tail are still maintained. Such a FIFO may
+// have more lines than data slots, and beside each line a payload area of kSmallBytes: messages
+// that fit there never take a data slot, so small calls pipeline nlines deep (a broadcast root
+// runs that many calls ahead of slow receivers) while large slots stay few. Data slots are then
+// counted apart (dataHead, dataTail) and taken in order by the messages that need one.
 //
 // Each waiting party owns a Waker: when it is about to sleep it raises `sleeping`; whoever changes
 // a counter it may wait on checks that flag afterwards and, if raised, bumps `seq` and wakes the
@@ -50,12 +54,17 @@ struct SlotHeader {
 struct alignas(kCacheLine) SlotLine {
   SlotHeader header;
   uint32_t seq;  ///< (slot number + 1) mod 2^32 once the slot is posted; written last
-  uint32_t reserved;
+  uint32_t place;  ///< a PayloadPlace: where the payload is
   char inlineData[24];
 };
 static_assert(sizeof(SlotLine) == kCacheLine);
 /// Payloads up to this size travel inside the SlotLine rather than in the slot.
 constexpr uint32_t kInlineBytes = sizeof(SlotLine::inlineData);
+/// Payloads up to this size travel in the line's own payload area when the FIFO has them.
+constexpr uint32_t kSmallBytes = 4096;
+
+/// Where a SlotLine's payload is (SlotLine::place).
+enum class PayloadPlace : uint32_t { kInline = 0, kSmall = 1, kData = 2 };
 
 /// A doorbell of a party that may sleep (one per rank, in its shared-memory segment).
 struct alignas(kCacheLine) Waker {
@@ -78,10 +87,13 @@ void wakeIfSleeping(Waker* waker);
 /// Sleeps on `waker` until it is woken, `seq` differs from `seenSeq`, or timeoutNs passes.
 void sleepOnWaker(Waker* waker, uint32_t seenSeq, int64_t timeoutNs);
 
-/// The shared part of one FIFO: counters on their own cache lines.
+/// The shared part of one FIFO: the sender's counters and the receiver's on cache lines of their
+/// own. dataHead/dataTail count the data slots of a FIFO with SlotLines (see above).
 struct FifoControl {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};
+  std::atomic<uint64_t> dataHead{0};
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
+  std::atomic<uint64_t> dataTail{0};
 };
 
 /// Where one FIFO lives. Plain pointers: the same view works for memory mapped from another
@@ -92,21 +104,28 @@ struct FifoView {
   char* data = nullptr;           ///< nslots * slotBytes
   uint32_t nslots = 0;
   uint32_t slotBytes = 0;
-  /// nslots SlotLines instead of `headers`: slots are published through SlotLine::seq. Only for
+  /// SlotLines instead of `headers`: slots are published through SlotLine::seq. Only for
   /// FIFOs whose both ends are SendConnector / RecvConnector.
   SlotLine* lines = nullptr;
+  /// How many `lines` (0: nslots); with lines, the FIFO holds this many messages in flight.
+  uint32_t nlines = 0;
+  /// nlines payload areas of kSmallBytes, one per line, or nullptr (lines only).
+  char* small = nullptr;
+
+  uint32_t depth() const { return lines != nullptr && nlines != 0 ? nlines : nslots; }
 };
 
 /// The sending end of a FIFO, owned by one thread at a time.
 class SendConnector {
  public:
-  /// trySlot()'s argument when the size is not known yet: never an inline payload.
+  /// trySlot()'s argument when the size is not known yet: a data slot, never a line's own area.
   static constexpr uint32_t kAnyBytes = ~0u;
 
   SendConnector() = default;
   SendConnector(FifoView fifo, Waker* receiverWaker)
       : fifo_(fifo), receiverWaker_(receiverWaker),
-        posted_(fifo.control->head.load(std::memory_order_relaxed)) {}
+        posted_(fifo.control->head.load(std::memory_order_relaxed)),
+        dataPosted_(fifo.control->dataHead.load(std::memory_order_relaxed)) {}
 
   bool valid() const { return fifo_.control != nullptr; }
   uint32_t slotBytes() const { return fifo_.slotBytes; }
@@ -117,24 +136,50 @@ class SendConnector {
   /// in flight.
   char* trySlot(uint32_t bytes = kAnyBytes) {
     if (posted_ >= freeLimit_) {
-      freeLimit_ = fifo_.control->tail.load(std::memory_order_acquire) + fifo_.nslots;
+      freeLimit_ = fifo_.control->tail.load(std::memory_order_acquire) + fifo_.depth();
       if (posted_ >= freeLimit_) return nullptr;
     }
-    const uint64_t index = posted_ % fifo_.nslots;
-    inlineSlot_ = fifo_.lines != nullptr && bytes <= kInlineBytes;
-    return inlineSlot_ ? fifo_.lines[index].inlineData : fifo_.data + index * fifo_.slotBytes;
+    if (fifo_.lines == nullptr) {
+      place_ = PayloadPlace::kData;
+      return fifo_.data + (posted_ % fifo_.nslots) * fifo_.slotBytes;
+    }
+    const uint64_t line = posted_ % fifo_.depth();
+    if (bytes <= kInlineBytes) {
+      place_ = PayloadPlace::kInline;
+      return fifo_.lines[line].inlineData;
+    }
+    if (fifo_.small != nullptr && bytes <= kSmallBytes) {
+      place_ = PayloadPlace::kSmall;
+      return fifo_.small + line * kSmallBytes;
+    }
+    if (dataPosted_ >= dataFreeLimit_) {
+      dataFreeLimit_ = fifo_.control->dataTail.load(std::memory_order_acquire) + fifo_.nslots;
+      if (dataPosted_ >= dataFreeLimit_) return nullptr;
+    }
+    place_ = PayloadPlace::kData;
+    return fifo_.data + (dataPosted_ % fifo_.nslots) * fifo_.slotBytes;
   }
   /// Publishes the slot trySlot() returned.
   void post(uint32_t bytes, const CallDescriptor& call) {
-    const uint64_t index = posted_ % fifo_.nslots;
+    const uint64_t index = posted_ % fifo_.depth();
     ++posted_;
     if (fifo_.lines != nullptr) {
       SlotLine& line = fifo_.lines[index];
-      if (bytes <= kInlineBytes && !inlineSlot_) {
-        std::memcpy(line.inlineData, fifo_.data + index * fifo_.slotBytes, bytes);
+      PayloadPlace place = place_;
+      if (place == PayloadPlace::kData) {
+        if (bytes <= kInlineBytes) {
+          // Asked for without a size: a small payload moves to where the receiver looks first.
+          std::memcpy(line.inlineData, fifo_.data + (dataPosted_ % fifo_.nslots) * fifo_.slotBytes,
+                      bytes);
+          place = PayloadPlace::kInline;
+        } else {
+          ++dataPosted_;
+          fifo_.control->dataHead.store(dataPosted_, std::memory_order_relaxed);
+        }
       }
       line.header.bytes = bytes;
       line.header.call = call;
+      line.place = static_cast<uint32_t>(place);
       std::atomic_ref<uint32_t>(line.seq).store(static_cast<uint32_t>(posted_),
                                                 std::memory_order_release);
     } else {
@@ -151,7 +196,9 @@ class SendConnector {
   Waker* receiverWaker_ = nullptr;
   uint64_t posted_ = 0;
   uint64_t freeLimit_ = 0;
-  bool inlineSlot_ = false;
+  uint64_t dataPosted_ = 0;  ///< data slots taken (FIFOs with lines)
+  uint64_t dataFreeLimit_ = 0;
+  PayloadPlace place_ = PayloadPlace::kData;
 };
 
 /// The receiving end of a FIFO, owned by one thread at a time.
@@ -160,7 +207,8 @@ class RecvConnector {
   RecvConnector() = default;
   RecvConnector(FifoView fifo, Waker* senderWaker)
       : fifo_(fifo), senderWaker_(senderWaker),
-        consumed_(fifo.control->tail.load(std::memory_order_relaxed)) {}
+        consumed_(fifo.control->tail.load(std::memory_order_relaxed)),
+        dataConsumed_(fifo.control->dataTail.load(std::memory_order_relaxed)) {}
 
   bool valid() const { return fifo_.control != nullptr; }
   /// The Waker of the party that posts into this FIFO (the sender, or a proxy).
@@ -168,7 +216,7 @@ class RecvConnector {
 
   /// The header of the oldest unread slot, or nullptr while none has arrived.
   const SlotHeader* tryPeek() {
-    const uint64_t index = consumed_ % fifo_.nslots;
+    const uint64_t index = consumed_ % fifo_.depth();
     if (fifo_.lines != nullptr) {
       SlotLine& line = fifo_.lines[index];
       if (consumed_ >= available_) {
@@ -188,14 +236,23 @@ class RecvConnector {
   }
   /// The payload of the slot tryPeek() returned.
   const char* slotData() const {
-    const uint64_t index = consumed_ % fifo_.nslots;
-    if (fifo_.lines != nullptr && fifo_.lines[index].header.bytes <= kInlineBytes) {
-      return fifo_.lines[index].inlineData;
+    if (fifo_.lines == nullptr) return fifo_.data + (consumed_ % fifo_.nslots) * fifo_.slotBytes;
+    const uint64_t index = consumed_ % fifo_.depth();
+    switch (static_cast<PayloadPlace>(fifo_.lines[index].place)) {
+      case PayloadPlace::kInline: return fifo_.lines[index].inlineData;
+      case PayloadPlace::kSmall: return fifo_.small + index * kSmallBytes;
+      case PayloadPlace::kData: break;
     }
-    return fifo_.data + index * fifo_.slotBytes;
+    return fifo_.data + (dataConsumed_ % fifo_.nslots) * fifo_.slotBytes;
   }
   /// Frees the slot tryPeek() returned.
   void release() {
+    if (fifo_.lines != nullptr &&
+        fifo_.lines[consumed_ % fifo_.depth()].place ==
+            static_cast<uint32_t>(PayloadPlace::kData)) {
+      ++dataConsumed_;
+      fifo_.control->dataTail.store(dataConsumed_, std::memory_order_release);
+    }
     ++consumed_;
     fifo_.control->tail.store(consumed_, std::memory_order_release);
     wakeIfSleeping(senderWaker_);
@@ -206,6 +263,7 @@ class RecvConnector {
   Waker* senderWaker_ = nullptr;
   uint64_t consumed_ = 0;
   uint64_t available_ = 0;
+  uint64_t dataConsumed_ = 0;  ///< data slots freed (FIFOs with lines)
 };
 
 }  // namespace braid

@@ -1,6 +1,7 @@
-// The FIFO connectors over memory laid out as the shm transport lays it out, in both publication
-// modes: through the head counter (SlotHeader array) and through per-slot SlotLines with inline
-// payloads (what the shm transport uses).
+// The FIFO connectors over memory laid out as the shm transport lays it out, in every publication
+// mode: through the head counter (SlotHeader array), through per-slot SlotLines with inline
+// payloads, and through more SlotLines than data slots with a payload area per line (what the shm
+// transport uses).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -16,26 +17,35 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kNslots = 4;
-constexpr uint32_t kSlotBytes = 4096;
+constexpr uint32_t kNlines = 16;
+constexpr uint32_t kSlotBytes = 2 * kSmallBytes;
 constexpr size_t kMetaBytes = 8192;
+constexpr size_t kSmallArea = size_t{kNlines} * kSmallBytes;
+constexpr size_t kTotalBytes = kMetaBytes + kSmallArea + size_t{kNslots} * kSlotBytes;
+
+enum class Mode { kHeadCounter, kSlotLines, kDeepLines };
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-class FifoTest : public ::testing::TestWithParam<bool> {
+class FifoTest : public ::testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
-    memory_.reset(std::aligned_alloc(4096, kMetaBytes + kNslots * kSlotBytes));
-    std::memset(memory_.get(), 0, kMetaBytes + kNslots * kSlotBytes);
+    memory_.reset(std::aligned_alloc(4096, kTotalBytes));
+    std::memset(memory_.get(), 0, kTotalBytes);
     char* base = static_cast<char*>(memory_.get());
     view_.control = new (base) FifoControl();
-    if (GetParam()) {
-      view_.lines = reinterpret_cast<SlotLine*>(base + sizeof(FifoControl));
-    } else {
+    if (GetParam() == Mode::kHeadCounter) {
       view_.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
+    } else {
+      view_.lines = reinterpret_cast<SlotLine*>(base + sizeof(FifoControl));
     }
-    view_.data = base + kMetaBytes;
+    if (GetParam() == Mode::kDeepLines) {
+      view_.nlines = kNlines;
+      view_.small = base + kMetaBytes;
+    }
+    view_.data = base + kMetaBytes + kSmallArea;
     view_.nslots = kNslots;
     view_.slotBytes = kSlotBytes;
   }
@@ -60,8 +70,9 @@ TEST_P(FifoTest, SlotsArriveInOrderWithHeaderAndPayloadAcrossWrapAround) {
   RecvConnector recv(view_, &senderWaker_);
   EXPECT_EQ(recv.tryPeek(), nullptr);
   // Sizes around the inline limit and beyond, more slots than the FIFO holds.
-  const std::vector<uint32_t> sizes = {0, 1, 8, kInlineBytes - 1, kInlineBytes, kInlineBytes + 1,
-                                       64, 1000, kSlotBytes, 4, 24, 200};
+  const std::vector<uint32_t> sizes = {0,    1,          8,  kInlineBytes - 1, kInlineBytes,
+                                       kInlineBytes + 1, 64, 1000, kSmallBytes, kSmallBytes + 1,
+                                       kSlotBytes, 4,   24, 200, kSlotBytes, 6000, 5, kSlotBytes};
   for (uint64_t k = 0; k < sizes.size(); ++k) {
     const uint32_t bytes = sizes[k];
     char* slot = send.trySlot(bytes);
@@ -87,7 +98,8 @@ TEST_P(FifoTest, SlotsArriveInOrderWithHeaderAndPayloadAcrossWrapAround) {
 TEST_P(FifoTest, SenderStopsWhenEverySlotIsInFlight) {
   SendConnector send(view_, &receiverWaker_);
   RecvConnector recv(view_, &senderWaker_);
-  for (uint32_t k = 0; k < kNslots; ++k) {
+  const uint32_t depth = GetParam() == Mode::kDeepLines ? kNlines : kNslots;
+  for (uint32_t k = 0; k < depth; ++k) {
     char* slot = send.trySlot(8);
     ASSERT_NE(slot, nullptr);
     std::memcpy(slot, &k, sizeof(k));
@@ -103,6 +115,39 @@ TEST_P(FifoTest, SenderStopsWhenEverySlotIsInFlight) {
   char* again = send.trySlot(8);
   ASSERT_NE(again, nullptr);
   EXPECT_EQ(send.trySlot(8), again) << "asking twice must not skip a slot";
+}
+
+// Only lines with payload areas of their own tell small messages and large ones apart.
+class DeepLinesFifoTest : public FifoTest {};
+
+TEST_P(DeepLinesFifoTest, LargeMessagesStopAtTheDataSlotsSmallOnesGoOn) {
+  SendConnector send(view_, &receiverWaker_);
+  RecvConnector recv(view_, &senderWaker_);
+  for (uint32_t k = 0; k < kNslots; ++k) {
+    char* slot = send.trySlot(kSlotBytes);
+    ASSERT_NE(slot, nullptr);
+    std::memset(slot, static_cast<int>(k), kSlotBytes);
+    send.post(kSlotBytes, callNumber(k));
+  }
+  EXPECT_EQ(send.trySlot(kSlotBytes), nullptr) << "every data slot is in flight";
+  char* small = send.trySlot(kSmallBytes);
+  ASSERT_NE(small, nullptr) << "a message that fits a line's own area needs no data slot";
+  std::memset(small, 0x5a, kSmallBytes);
+  send.post(kSmallBytes, callNumber(kNslots));
+  // Freeing the oldest large message frees its data slot.
+  for (uint32_t k = 0; k <= kNslots; ++k) {
+    const SlotHeader* h = recv.tryPeek();
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->call, callNumber(k));
+    const char expected = k < kNslots ? static_cast<char>(k) : static_cast<char>(0x5a);
+    EXPECT_EQ(recv.slotData()[0], expected);
+    EXPECT_EQ(recv.slotData()[h->bytes - 1], expected);
+    recv.release();
+    if (k == 0) {
+      EXPECT_NE(send.trySlot(kSlotBytes), nullptr) << "the oldest data slot is free again";
+    }
+  }
+  EXPECT_EQ(view_.control->dataTail.load(), kNslots);
 }
 
 TEST_P(FifoTest, SmallPayloadWrittenIntoTheSlotStillArrives) {
@@ -133,7 +178,10 @@ TEST_P(FifoTest, StreamBetweenThreadsKeepsEveryByte) {
   constexpr uint64_t kSlots = 20000;
   SendConnector send(view_, &receiverWaker_);
   RecvConnector recv(view_, &senderWaker_);
-  auto sizeOf = [](uint64_t k) { return static_cast<uint32_t>((k * 37) % 300); };
+  // Mostly small messages, every fifth one large enough to need a data slot.
+  auto sizeOf = [](uint64_t k) {
+    return static_cast<uint32_t>(k % 5 == 0 ? 5000 + k % 3000 : (k * 37) % 300);
+  };
   std::thread sender([&] {
     for (uint64_t k = 0; k < kSlots; ++k) {
       const uint32_t bytes = sizeOf(k);
@@ -156,9 +204,16 @@ TEST_P(FifoTest, StreamBetweenThreadsKeepsEveryByte) {
   EXPECT_EQ(bad, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Publication, FifoTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "SlotLines" : "HeadCounter";
+INSTANTIATE_TEST_SUITE_P(Publication, DeepLinesFifoTest, ::testing::Values(Mode::kDeepLines));
+INSTANTIATE_TEST_SUITE_P(Publication, FifoTest,
+                         ::testing::Values(Mode::kHeadCounter, Mode::kSlotLines, Mode::kDeepLines),
+                         [](const ::testing::TestParamInfo<Mode>& info) {
+                           switch (info.param) {
+                             case Mode::kHeadCounter: return "HeadCounter";
+                             case Mode::kSlotLines: return "SlotLines";
+                             case Mode::kDeepLines: return "DeepLines";
+                           }
+                           return "unknown";
                          });
 
 }  // namespace

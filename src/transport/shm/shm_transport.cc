@@ -14,7 +14,10 @@ namespace braid {
 
 constexpr uint64_t kInboxMagic = 0x6272616964736d31ull;  // "braidsm1"
 constexpr size_t kHeaderBytes = 4096;
-constexpr size_t kFifoMetaBytes = 8192;  // FifoControl + SlotLine[nslots], nslots <= 64
+constexpr uint32_t kLines = 64;  // messages in flight per FIFO (BRAID_NSLOTS bounds data slots)
+constexpr size_t kFifoMetaBytes = 8192;  // FifoControl + SlotLine[kLines]
+// A payload area per line: calls up to kSmallBytes per message pipeline kLines deep.
+constexpr size_t kSmallAreaBytes = size_t{kLines} * kSmallBytes;
 constexpr size_t kMessageBytes = 256;
 
 struct FailureNotice {
@@ -37,7 +40,7 @@ struct InboxHeader {
   alignas(kCacheLine) FailureNotice failure;
 };
 static_assert(sizeof(InboxHeader) <= kHeaderBytes);
-static_assert(sizeof(FifoControl) + 64 * sizeof(SlotLine) <= kFifoMetaBytes);
+static_assert(sizeof(FifoControl) + kLines * sizeof(SlotLine) <= kFifoMetaBytes);
 
 namespace {
 
@@ -58,7 +61,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   t->maxChannels_ = ctx.maxChannels;
   t->nslots_ = static_cast<uint32_t>(ctx.config->nslots);
   t->slotBytes_ = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
-  t->fifoStride_ = kFifoMetaBytes + roundUp(size_t{t->nslots_} * t->slotBytes_, 4096);
+  t->fifoStride_ =
+      kFifoMetaBytes + kSmallAreaBytes + roundUp(size_t{t->nslots_} * t->slotBytes_, 4096);
   const size_t bytes =
       kHeaderBytes + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
 
@@ -132,7 +136,9 @@ FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
   v.control = reinterpret_cast<FifoControl*>(base);
   // Both ends are this process's and the peer's connectors: publish through the slot lines.
   v.lines = reinterpret_cast<SlotLine*>(base + sizeof(FifoControl));
-  v.data = base + kFifoMetaBytes;
+  v.nlines = kLines;
+  v.small = base + kFifoMetaBytes;
+  v.data = base + kFifoMetaBytes + kSmallAreaBytes;
   v.nslots = nslots_;
   v.slotBytes = slotBytes_;
   return v;
