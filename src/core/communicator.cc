@@ -270,7 +270,13 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
 
 Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   const size_t elemSize = dataTypeSize(args.dtype);
-  const Choice choice = tuner_.choose(args.coll, args.count * elemSize);
+  // Training loops repeat the same calls: the tuner's last answer per collective is kept.
+  const uint64_t bytes = args.count * elemSize;
+  RecentChoice& recent = recentChoice_[static_cast<int>(args.coll)];
+  if (!recent.valid || recent.bytes != bytes) {
+    recent = RecentChoice{bytes, tuner_.choose(args.coll, bytes), true};
+  }
+  const Choice choice = recent.choice;
 
   PlanRequest request;
   request.coll = args.coll;
@@ -406,6 +412,7 @@ void Communicator::fail(const Status& status) {
     isFirst = asyncError_.ok();
     if (isFirst) asyncError_ = status;
     first = asyncError_;
+    failed_.store(true, std::memory_order_release);
   }
   if (isFirst) BRAID_LOG(*logger_, kWarn, kColl, "communicator failed: %s", status.message().c_str());
   // Peers see a mismatch as what it is; anything else on this rank is, to them, a remote failure.
@@ -424,6 +431,7 @@ void Communicator::fail(const Status& status) {
 }
 
 Status Communicator::asyncError() const {
+  if (!failed_.load(std::memory_order_acquire)) return okStatus();
   std::lock_guard<std::mutex> lock(errorMutex_);
   return asyncError_;
 }

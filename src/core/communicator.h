@@ -89,6 +89,7 @@ class Communicator final : public ProgressClient {
   void collectivesFinished() { collectivesDone_.store(collSeq_, std::memory_order_relaxed); }
   /// Device calls finish on their own schedule: after one, a failure claims no collective done.
   void deviceCallsUsed() { deviceCallsUsed_.store(true, std::memory_order_relaxed); }
+  bool usedDeviceCalls() const { return deviceCallsUsed_.load(std::memory_order_relaxed); }
   /// The error that made it unusable (ok while healthy).
   Status asyncError() const;
 
@@ -111,6 +112,12 @@ class Communicator final : public ProgressClient {
   Waker privateWaker_;
   ConnectorTable connectors_;
   Tuner tuner_;
+  struct RecentChoice {
+    uint64_t bytes = 0;
+    Choice choice;
+    bool valid = false;
+  };
+  RecentChoice recentChoice_[kNumCollectives];
   std::vector<int> ring_;
 
   struct PlanKeyHash {
@@ -130,6 +137,8 @@ class Communicator final : public ProgressClient {
   std::atomic<bool> deviceCallsUsed_{false};
   mutable std::mutex errorMutex_;
   Status asyncError_;
+  /// Set (after asyncError_) once the communicator failed: the per-call check takes no lock.
+  std::atomic<bool> failed_{false};
 
   // Network transports, declared last so that they are destroyed first: their proxy threads
   // use the Waker (in shm_) and the abort flag until they stop.

@@ -79,6 +79,8 @@ void abortDevice(Communicator* comm) {
 }
 
 void pollDeviceErrors(Communicator* comm) {
+  // Only device work fails asynchronously; host-only communicators skip the registry's lock.
+  if (!comm->usedDeviceCalls()) return;
   DeviceComm* device = findDeviceComm(comm);
   if (device == nullptr) return;
   Status error = device->deviceError();

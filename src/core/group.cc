@@ -93,11 +93,39 @@ Status groupEnd() {
 
 void deferInit(std::function<Status()> init) { tGroup.inits.push_back(std::move(init)); }
 
+namespace {
+
+// One collective outside a group: what runBatch does for it, without its containers (the
+// per-call cost of small messages).
+Status runOne(Communicator* comm, const CallArgs& args) {
+  Result<PreparedCall> p = comm->prepare(args);
+  if (!p.ok()) {
+    comm->fail(p.status());  // its sequence numbers no longer match its peers'
+    return p.status();
+  }
+  if (p->plan->scratchBytes > 0) {
+    ASSIGN_OR_RETURN(p->buffers.scratch, comm->scratch(p->plan->scratchBytes));
+  }
+  PlanRun run(*p->plan, p->buffers, p->reducer, p->call, &comm->connectors());
+  thread_local std::vector<ProgressTask> tasks(1);
+  tasks.assign(1, ProgressTask{&run, comm, {}, false, false});
+  Status status = runTasks(tasks);
+  if (!status.ok()) {
+    if (!tasks[0].finished) comm->fail(status);
+    return status;
+  }
+  comm->collectivesFinished();
+  return status;
+}
+
+}  // namespace
+
 Status submit(Communicator* comm, const CallArgs& args) {
   if (tGroup.depth > 0) {
     tGroup.calls.emplace_back(comm, args);
     return okStatus();
   }
+  if (!isP2p(args)) return runOne(comm, args);
   return runBatch({{comm, args}});
 }
 
