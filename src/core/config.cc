@@ -95,7 +95,7 @@ const std::vector<ConfigVar>& table() {
        intField(&Config::nchannels, 1, kMaxChannels)},
       {{"BRAID_CHUNK_BYTES", "auto", "bytes per pipeline step and peer (e.g. 128K), 1K-16M"},
        byteField(&Config::chunkBytes, 1024, 16u << 20)},
-      {{"BRAID_NSLOTS", "4", "FIFO slots per connector (pipelining depth), 2-64"},
+      {{"BRAID_NSLOTS", "4", "large-message slots per FIFO (pipelining depth above 4 KiB), 2-64"},
        // One slot deadlocks a ring: every rank's only slot is full before anyone receives.
        intField(&Config::nslots, 2, kMaxSlots)},
       {{"BRAID_ALGO", "", "force algorithms, e.g. ring, ^tree, allreduce:rhd;broadcast:tree"},

@@ -23,8 +23,12 @@ struct Variant {
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> kVariants = {
       {"defaults", {}},
-      // Tiny slots, shallow FIFOs and two channels: every path pipelines over many chunks.
+      // Tiny chunks and two channels: every path pipelines over many chunks (on shared memory
+      // they travel in the FIFO lines' own payload areas, 64 in flight).
       {"small_chunks", {"BRAID_CHUNK_BYTES=1K", "BRAID_NSLOTS=2", "BRAID_NCHANNELS=2"}},
+      // Chunks too large for a line's payload area, two data slots per FIFO: the shallowest
+      // pipelines every algorithm must get through.
+      {"shallow_slots", {"BRAID_CHUNK_BYTES=6K", "BRAID_NSLOTS=2"}},
       // Every algorithm forced in turn (for the collectives it serves), one with several channels.
       {"ring", {"BRAID_ALGO=ring", "BRAID_NCHANNELS=3", "BRAID_CHUNK_BYTES=8K"}},
       {"tree", {"BRAID_ALGO=tree", "BRAID_CHUNK_BYTES=8K"}},
