@@ -153,7 +153,10 @@ TEST(PerfLaunch, SignalDeathAndStragglersAreKilled) {
   Result<int> r = runProcesses(
       2, payloadOf(""),
       [](int i, const std::string&) {
-        if (i == 0) raise(SIGHUP);
+        if (i == 0) {
+          signal(SIGHUP, SIG_DFL);  // a test run under nohup inherits it ignored
+          raise(SIGHUP);
+        }
         // A peer stuck waiting for the dead one.
         std::this_thread::sleep_for(std::chrono::seconds(60));
         return 0;
