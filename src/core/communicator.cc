@@ -297,7 +297,14 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   }
 
   PreparedCall prepared;
-  ASSIGN_OR_RETURN(prepared.plan, plan(request));
+  // ...and the plan of its last call per collective, compared rather than hashed.
+  RecentPlan& recentPlan = recentPlan_[static_cast<int>(args.coll)];
+  if (recentPlan.plan != nullptr && recentPlan.request == request) {
+    prepared.plan = recentPlan.plan;
+  } else {
+    ASSIGN_OR_RETURN(prepared.plan, plan(request));
+    recentPlan = RecentPlan{request, prepared.plan};
+  }
   prepared.buffers.input = static_cast<const char*>(args.sendbuff);
   prepared.buffers.output = static_cast<char*>(args.recvbuff);
   prepared.reducer = kernels::Reducer(args.dtype, isReduction(args.coll) ? args.op : braidSum,

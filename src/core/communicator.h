@@ -118,6 +118,11 @@ class Communicator final : public ProgressClient {
     bool valid = false;
   };
   RecentChoice recentChoice_[kNumCollectives];
+  struct RecentPlan {
+    PlanRequest request;
+    std::shared_ptr<const Plan> plan;
+  };
+  RecentPlan recentPlan_[kNumCollectives];
   std::vector<int> ring_;
 
   struct PlanKeyHash {
