@@ -30,7 +30,9 @@ const std::vector<Entry>& catalogue() {
       {Algorithm::kTree, buildTreePlan, {C::kAllReduce, C::kBroadcast, C::kReduce}},
       {Algorithm::kRhd, buildRhdPlan, {C::kAllReduce, C::kReduceScatter}},
       {Algorithm::kRd, buildRdPlan, {C::kAllReduce, C::kAllGather}},
-      {Algorithm::kDirect, buildDirectPlan, {C::kAllReduce}},
+      {Algorithm::kDirect,
+       buildDirectPlan,
+       {C::kAllReduce, C::kBroadcast, C::kReduce, C::kAllGather, C::kReduceScatter}},
       {Algorithm::kHier, buildHierPlan, {C::kAllReduce}},
   };
   return kEntries;

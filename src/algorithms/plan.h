@@ -114,7 +114,7 @@ enum class Algorithm : uint8_t {
   kTree,      ///< pipelined binary trees (a double binary tree over two channels)
   kRhd,       ///< recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner
   kRd,        ///< recursive doubling: whole-vector exchanges, Bruck for all-gather at other n
-  kDirect,    ///< one-shot: every rank sends to all others and reduces in rank order
+  kDirect,    ///< one-shot: every transfer goes straight to the rank that needs it
   kHier,      ///< hierarchical: reduce-scatter in each host, all-reduce across hosts, all-gather
 };
 constexpr int kNumAlgorithms = 7;

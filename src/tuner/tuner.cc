@@ -17,6 +17,13 @@ namespace {
 // size, which keeps a slot in L2 while the receiver reads it.
 constexpr uint32_t kPointToPointChunk = 128 * 1024;
 
+// Above this, the model does not pick direct for broadcast or reduce on its own (BRAID_ALGO
+// still may): there the root copies every byte n-1 times with nothing pipelined across ranks, and
+// the model, which rates it within a few percent of ring and tree from 256 KiB up, misses what
+// that costs (n = 4 broadcast on 2 cores: 11-35% slower than ring or tree at 256 KB-64 MB).
+constexpr uint64_t kDirectRootedMaxBytes = 64 * 1024;
+
+
 std::string sizeText(uint64_t bytes) {
   static constexpr std::pair<uint64_t, const char*> kUnits[] = {
       {1ull << 30, "G"}, {1ull << 20, "M"}, {1ull << 10, "K"}};
@@ -206,6 +213,11 @@ Status Tuner::adoptTable(const TuningTable& table) {
   return okStatus();
 }
 
+bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes) {
+  const bool rooted = coll == Collective::kBroadcast || coll == Collective::kReduce;
+  return !(algo == Algorithm::kDirect && rooted && bytes > kDirectRootedMaxBytes);
+}
+
 Choice Tuner::fixed(Collective coll) const {
   Choice c;
   c.algo = Algorithm::kPairwise;
@@ -235,6 +247,7 @@ Choice Tuner::pick(Collective coll, uint64_t bytes, bool honourOverride) const {
   for (int a = 0; a < kNumAlgorithms; ++a) {
     const Cell& cell = cells[a];
     if (cell.us < 0 || !isAllowed(static_cast<Algorithm>(a))) continue;
+    if (!allowed && !modelMayPick(static_cast<Algorithm>(a), coll, bytes)) continue;
     if (best < 0 || cell.us < cells[best].us) best = a;
   }
   const ChoiceSource source = allowed ? ChoiceSource::kOverride : ChoiceSource::kModel;

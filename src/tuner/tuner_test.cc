@@ -87,7 +87,7 @@ TEST(Tuner, ModelChoicesAreTheArgminOfItsOwnPredictions) {
       EXPECT_DOUBLE_EQ(c.predictedUs, *mine);
       for (Algorithm a : algorithmsFor(coll)) {
         std::optional<double> other = t.predictedUs(coll, a, bytes);
-        if (!other) continue;
+        if (!other || !modelMayPick(a, coll, bytes)) continue;
         EXPECT_LE(*mine, *other) << collectiveName(coll) << " " << bytes << " "
                                  << algorithmName(c.algo) << " vs " << algorithmName(a);
       }
@@ -102,6 +102,43 @@ TEST(Tuner, ModelChoicesAreTheArgminOfItsOwnPredictions) {
   }
   // Latency and bandwidth algorithms take turns over the sizes.
   EXPECT_GE(distinct, 2);
+}
+
+TEST(Tuner, DirectRootedCallsAreTheModelsPickOnlyWhenSmall) {
+  // Hand-offs so slow that one hop instead of several outweighs the root's extra copies: the
+  // model rates direct broadcast fastest at 1 MB, and the tuner still does not pick it.
+  ModelConstants slowHops = constants();
+  slowHops.calibration.hopUs = 200;
+  slowHops.calibration.crowdedHopUs = 400;
+  std::vector<RankPlacement> placement(kRanks);
+  for (RankPlacement& x : placement) x.hostHash = 7;
+  Result<CostModel> m = CostModel::create(slowHops, placement, {}, 4);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Result<Tuner> t = Tuner::create(options(), *m, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const uint64_t mb = 1 << 20;
+  const double directUs = *t->predictedUs(Collective::kBroadcast, Algorithm::kDirect, mb);
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kTree}) {
+    EXPECT_LT(directUs, *t->predictedUs(Collective::kBroadcast, a, mb)) << algorithmName(a);
+  }
+  for (Collective coll : {Collective::kBroadcast, Collective::kReduce}) {
+    EXPECT_TRUE(modelMayPick(Algorithm::kDirect, coll, 64 << 10));
+    for (int k = 17; k <= Tuner::kMaxSizeLog; ++k) {
+      const uint64_t bytes = uint64_t{1} << k;
+      EXPECT_FALSE(modelMayPick(Algorithm::kDirect, coll, bytes));
+      EXPECT_NE(t->choose(coll, bytes).algo, Algorithm::kDirect) << collectiveName(coll) << bytes;
+      // The model still prices it, for BRAID_ALGO and braid-perf --algo all.
+      EXPECT_TRUE(t->predictedUs(coll, Algorithm::kDirect, bytes).has_value());
+    }
+  }
+  // Balanced collectives (every rank sends n-1 copies) are not limited.
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllGather, 1 << 20));
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 1 << 20));
+  TunerOptions o = options();
+  o.algo = "broadcast:direct";
+  const Choice forced = tuner(o).choose(Collective::kBroadcast, 1 << 20);
+  EXPECT_EQ(forced.algo, Algorithm::kDirect);
+  EXPECT_EQ(forced.source, ChoiceSource::kOverride);
 }
 
 TEST(Tuner, PointToPointIsFixed) {
