@@ -36,9 +36,23 @@ thread_local std::string tLastError;
 /// last error too.
 thread_local std::vector<braidComm*> tGroupComms;
 
+/// The communicator this thread's last call found in the registry. Handles are never freed
+/// (bury), so the next call on it needs only the handle's `live` flag, not the registry's lock.
+thread_local braidComm* tLastChecked = nullptr;
+
 void registerComm(braidComm* comm) {
   std::lock_guard<std::mutex> lock(gRegistryMutex);
   registry().insert(comm);
+}
+
+/// Frees a retired communicator but keeps its handle for good (reachable here): another thread
+/// may still hold it in tLastChecked, and must find `live` false there rather than freed memory.
+/// A handle is a few hundred bytes; programs create communicators by the handful.
+void bury(braidComm* comm) {
+  comm->impl.reset();
+  static auto* graves = new std::vector<braidComm*>();
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  graves->push_back(comm);
 }
 
 /// Holds a communicator alive for the length of one API call.
@@ -49,13 +63,26 @@ class CommGuard {
       status_ = invalidArgument("comm is NULL");
       return;
     }
+    if (comm == tLastChecked) {
+      // Counted first, then checked; retire() clears `live` first, then waits for the count
+      // (both sequentially consistent): a call that sees `live` is one retire() waits for.
+      comm->activeCalls.fetch_add(1);
+      if (comm->live.load()) {
+        comm_ = comm;
+        return;
+      }
+      comm->activeCalls.fetch_sub(1);
+      status_ = notLive();
+      return;
+    }
     std::lock_guard<std::mutex> lock(gRegistryMutex);
     if (registry().count(comm) == 0) {
-      status_ = invalidUsage("comm is not a live communicator (destroyed or never created)");
+      status_ = notLive();
       return;
     }
     comm_ = comm;
     comm_->activeCalls.fetch_add(1);
+    tLastChecked = comm;
   }
   ~CommGuard() {
     if (comm_ != nullptr) comm_->activeCalls.fetch_sub(1);
@@ -76,6 +103,10 @@ class CommGuard {
   braidComm* comm() const { return comm_; }
 
  private:
+  static Status notLive() {
+    return invalidUsage("comm is not a live communicator (destroyed or never created)");
+  }
+
   Status status_;
   braidComm* comm_ = nullptr;
 };
@@ -252,6 +283,7 @@ Result<braidComm*> retire(braidComm* comm, bool abortFirst) {
     if (registry().erase(comm) == 0) {
       return invalidUsage("comm is not a live communicator (destroyed or never created)");
     }
+    comm->live.store(false);
     // Read under the lock: a deferred init (group) sets impl under it. One still running cannot
     // be interrupted; abort then waits for it like destroy does.
     impl = comm->impl.get();
@@ -371,14 +403,14 @@ braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* 
 braidResult_t braidCommDestroy(braidComm_t comm) {
   Result<braidComm*> retired = retire(comm, /*abortFirst=*/false);
   if (!retired.ok()) return finish(retired.status());
-  delete retired.value();
+  bury(retired.value());
   return braidSuccess;
 }
 
 braidResult_t braidCommAbort(braidComm_t comm) {
   Result<braidComm*> retired = retire(comm, /*abortFirst=*/true);
   if (!retired.ok()) return finish(retired.status());
-  delete retired.value();
+  bury(retired.value());
   return braidSuccess;
 }
 

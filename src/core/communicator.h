@@ -121,6 +121,7 @@ class Communicator final : public ProgressClient {
   struct RecentPlan {
     PlanRequest request;
     std::shared_ptr<const Plan> plan;
+    kernels::Reducer reducer;  ///< of the last call's type and op (float32 sum at first)
   };
   RecentPlan recentPlan_[kNumCollectives];
   std::vector<int> ring_;

@@ -129,11 +129,14 @@ void setPointerClassifierForTesting(PointerClassifier c) {
   gClassifierSet.store(static_cast<bool>(classifier()), std::memory_order_release);
 }
 
-PointerInfo pointerInfo(const void* ptr) {
+namespace {
+
+/// pointerInfo, given whether some CUDA context exists in the process (none: host memory).
+PointerInfo classify(const void* ptr, bool cudaContext) {
   if (ptr == nullptr) return {};
   if (std::optional<PointerInfo> forced = testClassification(ptr)) return *forced;
 #if BRAID_HAVE_CUDA
-  if (!processHasCudaContext()) return {};
+  if (!cudaContext) return {};
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
     cudaGetLastError();  // not sticky, but do not leave it for the application to find
@@ -142,9 +145,23 @@ PointerInfo pointerInfo(const void* ptr) {
   if (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged) {
     return {MemoryKind::kDevice, attributes.device};
   }
+#else
+  (void)cudaContext;
 #endif
   return {};
 }
+
+bool cudaContextExists() {
+#if BRAID_HAVE_CUDA
+  return processHasCudaContext();
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+PointerInfo pointerInfo(const void* ptr) { return classify(ptr, cudaContextExists()); }
 
 Result<DeviceRoute> routeCall(const CallArgs& args, braidStream_t stream) {
   struct Named {
@@ -153,11 +170,13 @@ Result<DeviceRoute> routeCall(const CallArgs& args, braidStream_t stream) {
   };
   Named buffers[2];
   int n = 0;
+  // Asked once per call: where no context exists, both buffers are host memory.
+  const bool cudaContext = cudaContextExists();
   if (args.coll != Collective::kRecv && args.sendbuff != nullptr) {
-    buffers[n++] = {"sendbuff", pointerInfo(args.sendbuff)};
+    buffers[n++] = {"sendbuff", classify(args.sendbuff, cudaContext)};
   }
   if (args.coll != Collective::kSend && args.recvbuff != nullptr) {
-    buffers[n++] = {"recvbuff", pointerInfo(args.recvbuff)};
+    buffers[n++] = {"recvbuff", classify(args.recvbuff, cudaContext)};
   }
   const Named* device = nullptr;
   const Named* host = nullptr;

@@ -100,8 +100,9 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
   size_t left = 0;
   for (const ProgressTask& t : tasks) left += t.finished ? 0 : 1;
   int64_t idleSince = 0;
-  // Peers are asked whether they live only after a blocked stretch, not on every call.
-  int64_t lastLiveness = nowNs();
+  // Peers are asked whether they live only after a blocked stretch, not on every call (the clock
+  // is first read once the engine is idle: a call that never waits reads it not at all).
+  int64_t lastLiveness = 0;
   uint32_t spins = 0;
   std::vector<int> peers;
 
@@ -175,6 +176,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
     const int64_t spinNs = yieldAtOnce || sharesCpuWithPeer(tasks) ? 0 : kSpinNs;
     const int64_t now = nowNs();
     if (idleSince == 0) idleSince = now;
+    if (lastLiveness == 0) lastLiveness = now;
     const int64_t idle = now - idleSince;
     if (idle < spinNs) {
       cpuRelax();
