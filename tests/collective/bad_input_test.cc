@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "braid.h"
@@ -172,6 +173,27 @@ TEST(BadInit, UseAfterDestroyIsDetected) {
   expectError(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr), braidInvalidUsage,
               nullptr, "not a live communicator");
   expectError(braidCommDestroy(comm), braidInvalidUsage, nullptr, "not a live communicator");
+}
+
+TEST(BadInit, UseAfterDestroyIsDetectedRightAfterASuccessfulCall) {
+  // A thread's next call on the communicator of its last call skips the registry lookup: the
+  // handle must still tell that it was destroyed meanwhile, by this thread or another.
+  for (bool destroyElsewhere : {false, true}) {
+    braidComm_t comm = nullptr;
+    ASSERT_EQ(braidCommInitAll(&comm, 1, nullptr), braidSuccess);
+    float x = 1;
+    ASSERT_EQ(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr), braidSuccess);
+    if (destroyElsewhere) {
+      braidResult_t rc = braidInternalError;
+      std::thread([&] { rc = braidCommDestroy(comm); }).join();
+      ASSERT_EQ(rc, braidSuccess);
+    } else {
+      ASSERT_EQ(braidCommDestroy(comm), braidSuccess);
+    }
+    expectError(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr),
+                braidInvalidUsage, nullptr, "not a live communicator");
+    EXPECT_EQ(x, 1.0f);
+  }
 }
 
 TEST(BadInit, GroupEndWithoutStart) {
