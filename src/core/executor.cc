@@ -55,7 +55,7 @@ std::string describeCall(const CallDescriptor& call) {
 }
 
 PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& reducer,
-                 const CallDescriptor& call, ConnectorTable* connectors)
+                 const CallDescriptor& call, ConnectorTable* connectors, bool mayStream)
     : plan_(plan),
       buffers_(buffers),
       reducer_(reducer),
@@ -64,7 +64,7 @@ PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& 
       lanes_(plan.lanes.size()),
       // Every rank of the plan shares this cache when they share the host (an overestimate
       // across hosts, where outputs that large stream anyway).
-      streamOutput_(kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
+      streamOutput_(mayStream && kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
                                            static_cast<uint64_t>(plan.nranks))) {
   for (const Lane& lane : plan.lanes) lanesLeft_ += lane.steps.empty() ? 0 : 1;
 }

@@ -37,8 +37,9 @@ std::string describeCall(const CallDescriptor& call);
 
 class PlanRun {
  public:
+  /// `mayStream`: large outputs may be written with non-temporal stores (see streamOutput_).
   PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& reducer,
-          const CallDescriptor& call, ConnectorTable* connectors);
+          const CallDescriptor& call, ConnectorTable* connectors, bool mayStream = true);
 
   /// Advances what can advance now. Returns whether anything moved.
   Result<bool> progress();
@@ -76,7 +77,8 @@ class PlanRun {
   CallDescriptor call_;
   ConnectorTable* connectors_;
   std::vector<LaneState> lanes_;
-  bool streamOutput_ = false;  ///< write Output with non-temporal stores (larger than the cache)
+  /// Write Output with non-temporal stores: allowed by the caller and larger than the cache.
+  bool streamOutput_ = false;
   size_t lanesLeft_ = 0;
 };
 

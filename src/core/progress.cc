@@ -56,8 +56,7 @@ int usableCpus() {
 /// finds nothing to do.
 bool oversubscribed(const std::vector<ProgressTask>& tasks) {
   for (const ProgressTask& t : tasks) {
-    const Waker* w = t.client->waker();
-    if (w != nullptr && w->hostRanks > static_cast<uint32_t>(usableCpus())) return true;
+    if (coresShared(t.client->waker())) return true;
   }
   return false;
 }
@@ -82,6 +81,10 @@ bool sharesCpuWithPeer(const std::vector<ProgressTask>& tasks) {
 }
 
 }  // namespace
+
+bool coresShared(const Waker* waker) {
+  return waker != nullptr && waker->hostRanks > static_cast<uint32_t>(usableCpus());
+}
 
 Status runTasks(std::vector<ProgressTask>& tasks) {
   // One Waker for every unfinished task lets the engine sleep on a futex; otherwise it naps.

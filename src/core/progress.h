@@ -50,6 +50,10 @@ struct ProgressTask {
   bool finished = false;
 };
 
+/// Whether the ranks on the host of `waker`'s owner outnumber the CPUs this process may use (a
+/// rank then shares its core with another that has work).
+bool coresShared(const Waker* waker);
+
 /// Runs every task to completion, honouring `after`. On failure returns the first error (with the
 /// task's client and position named); tasks then stay as they were (started, not finished).
 Status runTasks(std::vector<ProgressTask>& tasks);
