@@ -11,10 +11,10 @@
 // A fold adds the shares in the fixed rank order 0, 1, ..., n-1: it receives rank 0's share (or
 // starts from its own), then reduces in each next rank's share as it arrives, its own share
 // included at its own turn, and the last reduction finalizes. Every rank evaluates the same
-// expression ((x0 ⊕ x1) ⊕ x2) ⊕ ..., so all-reduce results are identical everywhere. The running
-// sum lives in Output, or in a chunk of scratch per channel when the call is in place (Output then
-// overlaps the own share, which must stay intact until it has been added). Sends go to the
-// peers in ring order from this rank's successor, up to kMaxStepPeers per Send step.
+// expression ((x0 ⊕ x1) ⊕ x2) ⊕ ..., so all-reduce results are identical everywhere. The
+// running sum lives in Output, or in a chunk of scratch per channel when the call is in place
+// (Output then overlaps the own share, which must stay intact until it has been added). Sends go
+// to the peers in ring order from this rank's successor, up to kMaxStepPeers per Send step.
 //   cost: alpha + (n-1) N beta injected per rank (spread over n-1 links) + (n-1) N gamma
 // One hop instead of log2 n (rd, trees) or n-1 and more (ring): it wins for messages of a few KiB
 // among a handful of ranks on a full mesh (one host's shared memory, NVLink/NVSwitch), and loses
@@ -90,14 +90,18 @@ void directLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane, uin
         appendFold(ctx, lane, in, acc, out, bytes);
         break;
       case Collective::kReduceScatter:
-        for (int peer : peers) lane.steps.push_back(makeSend(peer, ctx.in(peer * count + c.begin), bytes));
+        for (int peer : peers) {
+          lane.steps.push_back(makeSend(peer, ctx.in(peer * count + c.begin), bytes));
+        }
         appendFold(ctx, lane, ctx.in(rank * count + c.begin), acc, out, bytes);
         break;
       case Collective::kAllGather:
         // In place the own block already sits in Output (Input points into it).
-        appendSendToAll(lane, peers, in, ctx.inPlace() ? BufferRef{} : ctx.out(rank * count + c.begin),
-                        bytes);
-        for (int peer : peers) lane.steps.push_back(makeRecv(peer, ctx.out(peer * count + c.begin), bytes));
+        appendSendToAll(lane, peers, in,
+                        ctx.inPlace() ? BufferRef{} : ctx.out(rank * count + c.begin), bytes);
+        for (int peer : peers) {
+          lane.steps.push_back(makeRecv(peer, ctx.out(peer * count + c.begin), bytes));
+        }
         break;
       case Collective::kBroadcast:
         if (rank == root) {
@@ -140,7 +144,9 @@ Plan buildDirectPlan(const PlanRequest& request) {
     directLane(ctx, part, lane, part.channel * accElems);
     plan.lanes.push_back(std::move(lane));
   }
-  if (request.inPlace && folds(request)) plan.scratchBytes = parts.size() * accElems * request.elemSize;
+  if (request.inPlace && folds(request)) {
+    plan.scratchBytes = parts.size() * accElems * request.elemSize;
+  }
   return plan;
 }
 
