@@ -55,6 +55,10 @@ void bury(braidComm* comm) {
   graves->push_back(comm);
 }
 
+Status notLiveError() {
+  return invalidUsage("comm is not a live communicator (destroyed or never created)");
+}
+
 /// Holds a communicator alive for the length of one API call.
 class CommGuard {
  public:
@@ -72,12 +76,12 @@ class CommGuard {
         return;
       }
       comm->activeCalls.fetch_sub(1);
-      status_ = notLive();
+      status_ = notLiveError();
       return;
     }
     std::lock_guard<std::mutex> lock(gRegistryMutex);
     if (registry().count(comm) == 0) {
-      status_ = notLive();
+      status_ = notLiveError();
       return;
     }
     comm_ = comm;
@@ -103,10 +107,6 @@ class CommGuard {
   braidComm* comm() const { return comm_; }
 
  private:
-  static Status notLive() {
-    return invalidUsage("comm is not a live communicator (destroyed or never created)");
-  }
-
   Status status_;
   braidComm* comm_ = nullptr;
 };
@@ -280,9 +280,7 @@ Result<braidComm*> retire(braidComm* comm, bool abortFirst) {
   Communicator* impl = nullptr;
   {
     std::lock_guard<std::mutex> lock(gRegistryMutex);
-    if (registry().erase(comm) == 0) {
-      return invalidUsage("comm is not a live communicator (destroyed or never created)");
-    }
+    if (registry().erase(comm) == 0) return notLiveError();
     comm->live.store(false);
     // Read under the lock: a deferred init (group) sets impl under it. One still running cannot
     // be interrupted; abort then waits for it like destroy does.

@@ -278,42 +278,35 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   }
   const Choice choice = recent.choice;
 
-  const bool pointToPoint = args.coll == Collective::kSend || args.coll == Collective::kRecv;
-  const bool inPlace = isInPlace(args, rank_, elemSize);
-  // The fields of a plan request that vary between calls; nranks, rank, ring and hosts are the
-  // communicator's own.
-  auto sameCall = [&](const PlanRequest& r) {
-    return r.coll == args.coll && r.algo == choice.algo && r.count == args.count &&
-           r.elemSize == elemSize && r.inPlace == inPlace && r.chunkBytes == choice.chunkBytes &&
-           r.nchannels == choice.nchannels && r.peer == (pointToPoint ? args.root : -1) &&
-           r.root == (pointToPoint ? 0 : args.root);
-  };
+  // The request without the communicator's ring order and host list: what varies between calls,
+  // compared with the last call's without copying those vectors.
+  PlanRequest request;
+  request.coll = args.coll;
+  request.algo = choice.algo;
+  request.nranks = nranks_;
+  request.rank = rank_;
+  request.count = args.count;
+  request.elemSize = static_cast<uint32_t>(elemSize);
+  request.inPlace = isInPlace(args, rank_, elemSize);
+  request.chunkBytes = choice.chunkBytes;
+  request.nchannels = choice.nchannels;
+  if (args.coll == Collective::kSend || args.coll == Collective::kRecv) {
+    request.peer = args.root;
+  } else {
+    request.root = args.root;
+  }
 
   PreparedCall prepared;
   // ...and the plan and reduction kernels of its last call per collective, compared rather than
-  // hashed (no request is built, so no ring order is copied, when they match).
+  // hashed.
   RecentPlan& recentPlan = recentPlan_[static_cast<int>(args.coll)];
-  if (recentPlan.plan != nullptr && sameCall(recentPlan.request)) {
+  if (recentPlan.plan != nullptr && recentPlan.request == request) {
     prepared.plan = recentPlan.plan;
   } else {
-    PlanRequest request;
-    request.coll = args.coll;
-    request.algo = choice.algo;
-    request.nranks = nranks_;
-    request.rank = rank_;
-    request.count = args.count;
-    request.elemSize = static_cast<uint32_t>(elemSize);
-    request.inPlace = inPlace;
-    request.chunkBytes = choice.chunkBytes;
-    request.nchannels = choice.nchannels;
-    request.ring = ring_;
-    if (choice.algo == Algorithm::kHier) request.hosts = hostIndex_;
-    if (pointToPoint) {
-      request.peer = args.root;
-    } else {
-      request.root = args.root;
-    }
-    ASSIGN_OR_RETURN(prepared.plan, plan(request));
+    PlanRequest full = request;
+    full.ring = ring_;
+    if (choice.algo == Algorithm::kHier) full.hosts = hostIndex_;
+    ASSIGN_OR_RETURN(prepared.plan, plan(full));
     recentPlan.request = std::move(request);
     recentPlan.plan = prepared.plan;
   }

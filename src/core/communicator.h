@@ -119,7 +119,7 @@ class Communicator final : public ProgressClient {
   };
   RecentChoice recentChoice_[kNumCollectives];
   struct RecentPlan {
-    PlanRequest request;
+    PlanRequest request;  ///< without ring and hosts (the communicator's own)
     std::shared_ptr<const Plan> plan;
     kernels::Reducer reducer;  ///< of the last call's type and op (float32 sum at first)
   };
