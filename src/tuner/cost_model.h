@@ -12,7 +12,9 @@
 //   per-step overhead = stepUs (measured: the executor's cost of a step that moves nothing)
 //   beta   per-byte transfer: 1 / transfer rate for every slot a step reads (measured: a FIFO
 //          stream of 32 KiB slots between two cores) + 1 / copy rate for every output it writes
-//          (measured: kernels::copy on a cached chunk) + what memory adds for every operand in
+//          (measured: kernels::copy on a cached chunk; the part of a step's chunk in and chunk
+//          out per channel that overflows one core's cache, from the topology's level below
+//          the LLC, goes at the memory rate instead) + what memory adds for every operand in
 //          the caller's buffers (measured: the copy over buffers twice the LLC), weighted by the
 //          share of the call's working set the last-level cache (size from the topology) cannot
 //          hold. The working set is every rank's buffers plus the FIFO slots the call cycles
@@ -53,6 +55,7 @@ namespace braid {
 struct HostShape {
   int cores = 1;
   uint64_t llcBytes = 0;        ///< the largest CPU cache (0: unknown, 32 MiB assumed)
+  uint64_t coreCacheBytes = 0;  ///< the largest cache below it, one core's (0: unknown, 1 MiB)
   double socketCrossingUs = 0;  ///< between two packages of the host
   double networkLatencyUs = 0;  ///< host to host: NIC to fabric and fabric to NIC
   double networkGBps = 0;       ///< one NIC, one direction
@@ -89,8 +92,6 @@ class CostModel {
   Result<double> predict(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                          int nchannels) const;
 
-  /// The machine the simulations run on, with byte costs for a call moving `bytes` per rank.
-  SimMachine machineFor(Collective coll, uint64_t bytes) const;
   /// One line for the log: hosts, cores, ranks, and the constants in use.
   std::string describe() const;
   /// Bytes that identify everything predictions depend on: equal keys, equal predictions.
@@ -111,7 +112,10 @@ class CostModel {
   /// The share of a call's memory traffic the last-level cache serves, its FIFOs keeping
   /// `slotBytes` of slots busy.
   double cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
-  SimMachine machineWith(double cached) const;
+  /// The share of a candidate's kernel traffic (a chunk in and one out per channel) that one
+  /// core's own cache holds.
+  double inCoreShare(uint64_t bytes, uint32_t chunkBytes, int nchannels) const;
+  SimMachine machineWith(double cached, double inCore) const;
   /// The most ranks per core of any host.
   double crowding() const;
 

@@ -60,6 +60,7 @@ TEST(CostModel, ConstantsTravelBitExact) {
   ModelConstants c = constants();
   c.calibration.hopUs = 1.0 / 3.0;
   c.host.llcBytes = 123456789;
+  c.host.coreCacheBytes = 1234567;
   uint8_t wire[kModelConstantsWireBytes];
   encodeModelConstants(c, wire);
   EXPECT_EQ(decodeModelConstants(wire), c);
@@ -124,9 +125,33 @@ TEST(CostModel, FifoSlotsShareTheCacheWithTheBuffers) {
   // Without the slots the larger chunks would be at least as fast: their steps are fewer.
   ModelConstants big = c;
   big.host.llcBytes = 1ull << 30;
+  big.host.coreCacheBytes = 1ull << 30;
   const CostModel roomy = model(big, oneHost(2));
   EXPECT_LE(predict(roomy, Algorithm::kRing, bytes, 512 << 10, 4),
             predict(roomy, Algorithm::kRing, bytes, 32 << 10, 1));
+}
+
+TEST(CostModel, ChunksInFlightBeyondTheCoreCacheGoAtMemorySpeed) {
+  ModelConstants c = constants(0.01, 0.01);
+  c.calibration.copyDramGBps = 2;
+  c.calibration.reduceDramGBps = 2;
+  c.host.coreCacheBytes = 1ull << 20;
+  ModelConstants roomy = c;
+  roomy.host.coreCacheBytes = 64ull << 20;
+  const CostModel tight = model(c, oneHost(4));
+  const CostModel wide = model(roomy, oneHost(4));
+  const uint64_t bytes = 16ull << 20;
+  // A step reads a chunk and writes one: 128 KiB chunks on four channels touch 1 MiB at once
+  // and fit a 1 MiB core cache, so the two machines agree.
+  EXPECT_DOUBLE_EQ(predict(tight, Algorithm::kRing, bytes, 128 << 10, 4),
+                   predict(wide, Algorithm::kRing, bytes, 128 << 10, 4));
+  // 512 KiB chunks on four channels touch 4 MiB: three quarters go at memory speed.
+  const double overflowing = predict(tight, Algorithm::kRing, bytes, 512 << 10, 4);
+  EXPECT_GT(overflowing, 1.3 * predict(wide, Algorithm::kRing, bytes, 512 << 10, 4));
+  EXPECT_GT(overflowing, predict(tight, Algorithm::kRing, bytes, 128 << 10, 4));
+  // A message of 256 KiB touches 512 KiB at most, whatever the chunk.
+  EXPECT_DOUBLE_EQ(predict(tight, Algorithm::kRing, 256 << 10, 512 << 10, 4),
+                   predict(wide, Algorithm::kRing, 256 << 10, 512 << 10, 4));
 }
 
 TEST(CostModel, ExtrapolationIsContinuous) {
@@ -185,6 +210,7 @@ TEST_F(CostModelOnDescribedMachines, HostShapesComeFromTheTopology) {
   const HostShape cpu = hostShapeOf(load("cpu_2socket.xml"));
   EXPECT_EQ(cpu.cores, 32);
   EXPECT_GT(cpu.llcBytes, 0u);
+  EXPECT_EQ(cpu.coreCacheBytes, 0u);  // the file describes the L3s alone: unknown
   // Two half-crossings of the default inter-socket link (topology.cc).
   EXPECT_NEAR(cpu.socketCrossingUs, 0.06, 1e-9);
   const HostShape gpu = hostShapeOf(load("gpu8_host_a.xml"));
