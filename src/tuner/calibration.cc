@@ -232,6 +232,9 @@ std::string calibrationFingerprint(uint64_t hostHash) {
   return "host=" + hex64(hostHash) + " binary=" + binary;
 }
 
+// A cached hand-off this many times today's was measured in a disturbed moment.
+constexpr double kStaleHopRatio = 2.0;
+
 Result<CalibrationResult> hostCalibration(const std::string& cacheDir, uint64_t hostHash,
                                           uint64_t llcBytes) {
   const std::string fingerprint = calibrationFingerprint(hostHash);
@@ -254,13 +257,28 @@ Result<CalibrationResult> hostCalibration(const std::string& cacheDir, uint64_t 
       ASSIGN_OR_RETURN(std::string text, readFile(result.cacheFile));
       return parseCalibration(text, fingerprint, result.cacheFile);
     }();
+    ProbeOptions options;
+    options.repeats = 1;
     if (loaded.ok()) {
-      result.calibration = loaded.value();
-      result.source = CalibrationSource::kCacheFile;
-      processCache()[key] = result.calibration;
-      return result;
+      // A file measured while the host was disturbed (a hypervisor holding a core back, a build
+      // running) would steer every later tuner; a hand-off that is now much faster than it says
+      // is the sign, and takes a millisecond or two to measure.
+      Result<double> hop = measureHandOffUs(options, loaded.value().stepUs);
+      if (hop.ok() && hop.value() * kStaleHopRatio < loaded.value().hopUs) {
+        char why[160];
+        std::snprintf(why, sizeof(why),
+                      "measuring again: its hand-off of %.3f us is over %.0fx today's %.3f us",
+                      loaded.value().hopUs, kStaleHopRatio, hop.value());
+        result.note = why;
+      } else {
+        result.calibration = loaded.value();
+        result.source = CalibrationSource::kCacheFile;
+        processCache()[key] = result.calibration;
+        return result;
+      }
+    } else {
+      result.note = "measuring again: " + loaded.status().message();
     }
-    result.note = "measuring again: " + loaded.status().message();
   }
   ProbeOptions options;
   if (llcBytes > 0) options.llcBytes = llcBytes;

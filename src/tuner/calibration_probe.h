@@ -27,4 +27,8 @@ struct ProbeOptions {
 /// Measures this host. Errors only when the data path itself fails (a bug, not a slow machine).
 Result<Calibration> measureCalibration(const ProbeOptions& options);
 
+/// Calibration::hopUs alone, measured now (1-2 ms with one repeat): whether a cached
+/// calibration still describes the host.
+Result<double> measureHandOffUs(const ProbeOptions& options, double stepUs);
+
 }  // namespace braid

@@ -106,6 +106,16 @@ class CalibrationCache : public ::testing::Test {
   std::string dir_;
 };
 
+// Rewrites a cached file with `c`, its hand-off set to `hopUs` (the smallest valid one leaves no
+// measurement faster: the file is kept).
+Calibration rewrite(const CalibrationResult& r, uint64_t host, double hopUs) {
+  Calibration c = r.calibration;
+  c.hopUs = hopUs;
+  std::ofstream(r.cacheFile, std::ios::trunc)
+      << formatCalibration(c, calibrationFingerprint(host));
+  return c;
+}
+
 TEST_F(CalibrationCache, SecondInitReadsTheFile) {
   constexpr uint64_t kHost = 0x1234abcd;
   Result<CalibrationResult> first = hostCalibration(dir_, kHost, 1 << 20);
@@ -121,11 +131,12 @@ TEST_F(CalibrationCache, SecondInitReadsTheFile) {
   EXPECT_EQ(again.value().calibration, first.value().calibration);
 
   // A new process (simulated by forgetting) reads the file and gets the very same values.
+  const Calibration cached = rewrite(first.value(), kHost, 1e-3);
   clearProcessCalibrations();
   Result<CalibrationResult> second = hostCalibration(dir_, kHost, 1 << 20);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second.value().source, CalibrationSource::kCacheFile);
-  EXPECT_EQ(second.value().calibration, first.value().calibration);
+  EXPECT_EQ(second.value().calibration, cached);
   EXPECT_EQ(second.value().cacheFile, first.value().cacheFile);
 
   // Another host has its own file.
@@ -146,10 +157,27 @@ TEST_F(CalibrationCache, CorruptFileIsMeasuredAgainAndRewritten) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second.value().source, CalibrationSource::kMeasured);
   EXPECT_NE(second.value().note.find("measuring again"), std::string::npos) << second.value().note;
+  rewrite(second.value(), kHost, 1e-3);
   clearProcessCalibrations();
   Result<CalibrationResult> third = hostCalibration(dir_, kHost, 1 << 20);
   ASSERT_TRUE(third.ok());
   EXPECT_EQ(third.value().source, CalibrationSource::kCacheFile);
+}
+
+TEST_F(CalibrationCache, FileFromADisturbedMomentIsMeasuredAgain) {
+  // A cached hand-off far slower than the one measured now (a core held back while the file was
+  // written): the file no longer describes the host.
+  constexpr uint64_t kHost = 78;
+  Result<CalibrationResult> first = hostCalibration(dir_, kHost, 1 << 20);
+  ASSERT_TRUE(first.ok());
+  rewrite(first.value(), kHost, 5e4);
+  clearProcessCalibrations();
+  Result<CalibrationResult> second = hostCalibration(dir_, kHost, 1 << 20);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second.value().source, CalibrationSource::kMeasured);
+  EXPECT_NE(second.value().note.find("hand-off of 50000.000 us"), std::string::npos)
+      << second.value().note;
+  EXPECT_LT(second.value().calibration.hopUs, 5e4);
 }
 
 TEST_F(CalibrationCache, UnwritableFolderIsNoError) {
