@@ -40,11 +40,13 @@ bool ready(const std::vector<ProgressTask>& tasks, const ProgressTask& task) {
                      [&](size_t i) { return tasks[i].finished; });
 }
 
-/// CPUs this process may run on.
+/// CPUs this process may run on: its main thread's affinity, whichever thread asks first (the
+/// calibration's probe threads are each confined to one CPU; asking with their own affinity made
+/// every later call of the process yield as if its ranks outnumbered the CPUs).
 int usableCpus() {
   static const int cpus = [] {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+    if (sched_getaffinity(getpid(), sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
     return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   }();
   return cpus;
