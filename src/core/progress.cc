@@ -85,7 +85,10 @@ bool sharesCpuWithPeer(const std::vector<ProgressTask>& tasks) {
 }  // namespace
 
 bool coresShared(const Waker* waker) {
-  return waker != nullptr && waker->hostRanks > static_cast<uint32_t>(usableCpus());
+  if (waker == nullptr) return false;
+  const uint32_t cpus =
+      waker->hostCpus > 0 ? waker->hostCpus : static_cast<uint32_t>(usableCpus());
+  return waker->hostRanks > cpus;
 }
 
 Status runTasks(std::vector<ProgressTask>& tasks) {

@@ -50,8 +50,9 @@ struct ProgressTask {
   bool finished = false;
 };
 
-/// Whether the ranks on the host of `waker`'s owner outnumber the CPUs this process may use (a
-/// rank then shares its core with another that has work).
+/// Whether the ranks on the host of `waker`'s owner outnumber the CPUs they may use between them
+/// (Waker::hostCpus; unknown: this process's), so that a rank shares its core with another that
+/// has work.
 bool coresShared(const Waker* waker);
 
 /// Runs every task to completion, honouring `after`. On failure returns the first error (with the

@@ -46,6 +46,17 @@ TEST(ProgressDeathTest, AThreadConfinedToOneCpuDoesNotShrinkTheProcess) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST(Progress, TheHostsCpusDecideWhenKnown) {
+  // Two ranks each bound to a CPU of its own (a launcher's --bind-to core): this process may
+  // use one CPU, but the host's ranks have two between them.
+  Waker bound;
+  bound.hostRanks = 2;
+  bound.hostCpus = 2;
+  EXPECT_FALSE(coresShared(&bound));
+  bound.hostCpus = 1;  // both bound to the same CPU
+  EXPECT_TRUE(coresShared(&bound));
+}
+
 TEST(Progress, RanksOutnumberingTheCpusShareCores) {
   Waker crowd;
   crowd.hostRanks = static_cast<uint32_t>(CPU_SETSIZE) + 1;

@@ -77,6 +77,8 @@ struct alignas(kCacheLine) Waker {
   /// that made the Waker. With more of them than CPUs, a waiting rank that spins holds the core a
   /// peer needs, so the progress engine yields at once instead (progress.cc).
   uint32_t hostRanks = 0;
+  /// CPUs those ranks may run on between them (0: unknown; the process's own are assumed).
+  uint32_t hostCpus = 0;
   /// The CPU the owner ran on when it last began to wait (-1: unknown). A rank waiting on a peer
   /// that sits on its own CPU yields rather than spins: the peer cannot run until it does.
   std::atomic<int32_t> cpu{-1};

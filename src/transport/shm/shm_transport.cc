@@ -1,5 +1,6 @@
 #include "transport/shm/shm_transport.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ struct InboxHeader {
   uint32_t nslots;
   uint32_t slotBytes;
   uint64_t fifoStride;
+  cpu_set_t cpus;  ///< the CPUs the rank may run on (its creating thread's affinity)
   Waker waker;
   alignas(kCacheLine) FailureNotice failure;
 };
@@ -76,6 +78,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   h->nslots = t->nslots_;
   h->slotBytes = t->slotBytes_;
   h->fifoStride = t->fifoStride_;
+  CPU_ZERO(&h->cpus);
+  if (sched_getaffinity(0, sizeof(h->cpus), &h->cpus) != 0) CPU_ZERO(&h->cpus);
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kInboxMagic;
 
@@ -110,9 +114,19 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
     t->inboxes_[r] = std::move(seg).value();
   }
   t->inboxes_[ctx.rank] = std::move(mine);
+  // The host's ranks and the CPUs they may use between them: with more ranks than CPUs a
+  // waiting rank yields at once (progress.cc).
   int hostRanks = 0;
-  for (const ShmSegment& inbox : t->inboxes_) hostRanks += inbox.data() != nullptr ? 1 : 0;
-  t->header(ctx.rank)->waker.hostRanks = static_cast<uint32_t>(hostRanks);
+  cpu_set_t hostCpus;
+  CPU_ZERO(&hostCpus);
+  for (size_t r = 0; r < t->inboxes_.size(); ++r) {
+    if (t->inboxes_[r].data() == nullptr) continue;
+    ++hostRanks;
+    CPU_OR(&hostCpus, &hostCpus, &t->header(static_cast<int>(r))->cpus);
+  }
+  Waker& waker = t->header(ctx.rank)->waker;
+  waker.hostRanks = static_cast<uint32_t>(hostRanks);
+  waker.hostCpus = static_cast<uint32_t>(CPU_COUNT(&hostCpus));
   // Everyone has mapped everything it needs: the names can go.
   Status barrier = ctx.bootstrap->barrier();
   t->inboxes_[ctx.rank].unlink();
