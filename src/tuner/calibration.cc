@@ -257,13 +257,13 @@ Result<CalibrationResult> hostCalibration(const std::string& cacheDir, uint64_t 
       ASSIGN_OR_RETURN(std::string text, readFile(result.cacheFile));
       return parseCalibration(text, fingerprint, result.cacheFile);
     }();
-    ProbeOptions options;
-    options.repeats = 1;
+    ProbeOptions quick;
+    quick.repeats = 1;
     if (loaded.ok()) {
       // A file measured while the host was disturbed (a hypervisor holding a core back, a build
       // running) would steer every later tuner; a hand-off that is now much faster than it says
       // is the sign, and takes a millisecond or two to measure.
-      Result<double> hop = measureHandOffUs(options, loaded.value().stepUs);
+      Result<double> hop = measureHandOffUs(quick, loaded.value().stepUs);
       if (hop.ok() && hop.value() * kStaleHopRatio < loaded.value().hopUs) {
         char why[160];
         std::snprintf(why, sizeof(why),

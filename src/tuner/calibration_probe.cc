@@ -245,6 +245,16 @@ class Probe {
     return c;
   }
 
+  /// The one-way hand-off between two cores: a ping-pong's hop runs a send step and a receive
+  /// step; what remains is the hand-off itself (the FIFO's counters, the header check, the other
+  /// core fetching the slot).
+  Result<double> handOffUs(double stepUs) {
+    if (apart_.empty()) placeThreads();
+    ASSIGN_OR_RETURN(double pingPong, ringSeconds(apart_, kPingPongLaps));
+    pingPong = pingPong * 1e6 / (2.0 * kPingPongLaps);
+    return std::max(0.01, pingPong - 2 * stepUs);
+  }
+
  private:
   /// Where the probe's threads run: two cores apart, and four ranks crowded on two (the
   /// smallest oversubscribed host). Returns the CPUs this process may use.
@@ -270,18 +280,6 @@ class Probe {
 
   int runs(int count) const { return scaled(options_.effort, count * options_.repeats); }
 
- public:
-  /// The one-way hand-off between two cores: a ping-pong's hop runs a send step and a receive
-  /// step; what remains is the hand-off itself (the FIFO's counters, the header check, the other
-  /// core fetching the slot).
-  Result<double> handOffUs(double stepUs) {
-    if (apart_.empty()) placeThreads();
-    ASSIGN_OR_RETURN(double pingPong, ringSeconds(apart_, kPingPongLaps));
-    pingPong = pingPong * 1e6 / (2.0 * kPingPongLaps);
-    return std::max(0.01, pingPong - 2 * stepUs);
-  }
-
- private:
 
   /// Microseconds per executed step that copies one float locally, on one thread.
   Result<double> stepCost() {
