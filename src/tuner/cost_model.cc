@@ -28,6 +28,11 @@ constexpr uint64_t kSpanRounds = 2;
 
 double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
 
+uint64_t llcOf(const HostShape& h) { return h.llcBytes > 0 ? h.llcBytes : kAssumedLlcBytes; }
+uint64_t coreCacheOf(const HostShape& h) {
+  return h.coreCacheBytes > 0 ? h.coreCacheBytes : kAssumedCoreCacheBytes;
+}
+
 // Bytes one rank's buffers span in a call moving `bytes` per rank.
 uint64_t footprint(Collective coll, uint64_t bytes, int n) {
   switch (coll) {
@@ -218,7 +223,7 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
 }
 
 double CostModel::cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const {
-  const uint64_t llc = constants_.host.llcBytes > 0 ? constants_.host.llcBytes : kAssumedLlcBytes;
+  const uint64_t llc = llcOf(constants_.host);
   // The caller's buffers of every rank of the host, and the slots their FIFOs cycle through
   // (all hosts alike: slotBytes counts every rank's connectors, so a host holds its share).
   const double hosts = double(coresOfHost_.size());
@@ -237,8 +242,7 @@ double CostModel::crowding() const {
 }
 
 double CostModel::inCoreShare(uint64_t bytes, uint32_t chunkBytes, int nchannels) const {
-  const uint64_t core =
-      constants_.host.coreCacheBytes > 0 ? constants_.host.coreCacheBytes : kAssumedCoreCacheBytes;
+  const uint64_t core = coreCacheOf(constants_.host);
   // A step reads one chunk and writes one (a slot, the output) per channel.
   const uint64_t touched = 2 * std::min(bytes, uint64_t(chunkBytes) * uint64_t(nchannels));
   return touched <= core ? 1.0 : double(core) / double(touched);
@@ -250,9 +254,9 @@ SimMachine CostModel::machineWith(double cached, double inCore) const {
   // Kernels run at cache speed on slots and chunks while what a rank's steps touch at once fits
   // its core's cache; beyond that the overflow goes at memory speed (measured, 4 ranks on 2
   // cores with 1 MiB L2s: ring, tree and rhd all-reduce with 512 KiB chunks on 4 channels
-  // 1.3-2.5x slower than with 128 KiB chunks, 2-32 MiB). The caller's buffers add what memory costs over the cache for the share of them
-  // the last-level cache does not hold (a memory copy touches two buffers, so each buffer
-  // carries half of the difference).
+  // 1.3-2.5x slower than with 128 KiB chunks, 2-32 MiB). The caller's buffers add what memory
+  // costs over the cache for the share of them the last-level cache does not hold (a memory
+  // copy touches two buffers, so each buffer carries half of the difference).
   m.bytes.copy = inCore * usPerByte(c.copyCacheGBps) + (1 - inCore) * usPerByte(c.copyDramGBps);
   m.bytes.reduce =
       inCore * usPerByte(c.reduceCacheGBps) + (1 - inCore) * usPerByte(c.reduceDramGBps);
@@ -374,11 +378,8 @@ std::string CostModel::describe() const {
       "%.1f/%.1f GB/s (cache/memory), LLC %llu KiB, core cache %llu KiB",
       machine_.nranks, coresOfHost_.size(), cores, crowding(), c.stepUs, c.hopUs, c.crowdedHopUs,
       c.copyCacheGBps, c.copyDramGBps, c.reduceCacheGBps, c.reduceDramGBps,
-      static_cast<unsigned long long>(
-          (constants_.host.llcBytes ? constants_.host.llcBytes : kAssumedLlcBytes) >> 10),
-      static_cast<unsigned long long>((constants_.host.coreCacheBytes ? constants_.host.coreCacheBytes
-                                                                      : kAssumedCoreCacheBytes) >>
-                                      10));
+      static_cast<unsigned long long>(llcOf(constants_.host) >> 10),
+      static_cast<unsigned long long>(coreCacheOf(constants_.host) >> 10));
   return text;
 }
 

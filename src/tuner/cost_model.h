@@ -127,7 +127,7 @@ class CostModel {
   };
 
   ModelConstants constants_;
-  SimMachine machine_;  ///< byte costs left at zero; machineFor() fills them
+  SimMachine machine_;  ///< byte costs left at zero; machineWith() fills them
   std::vector<int> ring_;
   std::vector<int> coresOfHost_;
   int maxRanksPerHost_ = 1;

@@ -78,7 +78,6 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   h->nslots = t->nslots_;
   h->slotBytes = t->slotBytes_;
   h->fifoStride = t->fifoStride_;
-  CPU_ZERO(&h->cpus);
   if (sched_getaffinity(0, sizeof(h->cpus), &h->cpus) != 0) CPU_ZERO(&h->cpus);
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kInboxMagic;
