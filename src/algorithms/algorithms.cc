@@ -158,15 +158,6 @@ namespace {
 constexpr int kDataCheckMaxRanks = 4;
 constexpr uint64_t kDataCheckMaxBytes = 64 * 1024;
 
-/// `rank`'s ring neighbour `shift` places on (request.ring order; buildPlan checked the ring).
-int ringNeighbour(const PlanRequest& request, int rank, int shift) {
-  const int n = request.nranks;
-  auto at = [&](int i) { return request.ring.empty() ? i : request.ring[i]; };
-  int pos = 0;
-  while (pos + 1 < n && at(pos) != rank) ++pos;
-  return at(((pos + shift) % n + n) % n);
-}
-
 /// Whether the first step of some lane of `plan` posts a data slot to `peer` without waiting.
 bool postsAtOnceTo(const Plan& plan, int peer) {
   for (const Lane& lane : plan.lanes) {
@@ -183,6 +174,14 @@ bool postsAtOnceTo(const Plan& plan, int peer) {
 }
 
 }  // namespace
+
+int ringNeighbour(const PlanRequest& request, int rank, int shift) {
+  const int n = request.nranks;
+  auto at = [&](int i) { return request.ring.empty() ? i : request.ring[i]; };
+  int pos = 0;
+  while (pos + 1 < n && at(pos) != rank) ++pos;
+  return at(((pos + shift) % n + n) % n);
+}
 
 bool dataChecksTheCall(const PlanRequest& request) {
   if (isPointToPoint(request.coll) || request.nranks < 2 ||

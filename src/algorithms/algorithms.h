@@ -26,6 +26,9 @@ int minSlotsFor(Algorithm algo, Collective coll);
 /// "pairwise", "hier"), if any.
 std::optional<Algorithm> findAlgorithm(std::string_view name);
 
+/// The rank `shift` places after `rank` in the request's ring (request.ring, or rank order).
+int ringNeighbour(const PlanRequest& request, int rank, int shift);
+
 /// Appends the call check lane on `channel`, which no algorithm may use: a collective sends an
 /// empty slot to its ring successor and takes one from its ring predecessor (request.ring), a
 /// Send sends one to its peer and a Recv takes one from its peer. Each slot carries the call's

@@ -142,6 +142,11 @@ Status Communicator::setUp() {
   ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext));
   sendSeq_.assign(nranks_, 0);
   recvSeq_.assign(nranks_, 0);
+  PlanRequest ringOnly;
+  ringOnly.nranks = nranks_;
+  ringOnly.ring = ring_;
+  callChecks_.configure(rank_, nranks_ > 1 ? ringNeighbour(ringOnly, rank_, -1) : -1,
+                        config_.callCheck == 2 ? 0 : CallCheckLedger::kDefaultMaxLag);
   BRAID_LOG(*logger_, kInfo, kInit,
             "rank %d/%d pid %d on %s: %s, %d channels, %d slots of %u bytes", rank_, nranks_,
             self.pid, self.hostName, links.c_str(), maxChannels_, config_.nslots,
@@ -342,6 +347,7 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
                       ? args.root
                       : -1;
       call.seq = collSeq_++;
+      if (config_.callCheck != 0) callChecks_.record(call);
       break;
   }
   return prepared;
@@ -376,6 +382,16 @@ Status Communicator::health() {
 
 Status Communicator::jobHealth() {
   RETURN_IF_ERROR(health());
+  if (callChecks_.hasPending()) {
+    // Checks the last calls left outstanding (a broadcast root's, say), unless a call in
+    // progress on another thread holds them: it takes them itself.
+    std::unique_lock<std::mutex> lock(callChecks_.mutex(), std::try_to_lock);
+    Status mismatch = lock.owns_lock() ? callChecks_.drain(/*useHistory=*/false) : Status();
+    if (!mismatch.ok()) {
+      fail(mismatch);
+      return mismatch;
+    }
+  }
   if (std::optional<PeerFailure> f = peerFailure(kAnyPeer)) {
     fail(f->status);
     return f->status;

@@ -14,6 +14,7 @@
 
 #include "algorithms/plan.h"
 #include "core/bootstrap.h"
+#include "core/call_check.h"
 #include "core/config.h"
 #include "core/connectors.h"
 #include "core/executor.h"
@@ -67,6 +68,8 @@ class Communicator final : public ProgressClient {
   /// Makes sure the scratch area holds at least `bytes` and returns it.
   Result<char*> scratch(size_t bytes);
   ConnectorTable& connectors() { return connectors_; }
+  /// The call check's receiving half, or nullptr with BRAID_CALL_CHECK=0.
+  CallCheckLedger* callChecks() { return config_.callCheck != 0 ? &callChecks_ : nullptr; }
 
   // ProgressClient.
   Status health() override;
@@ -111,6 +114,7 @@ class Communicator final : public ProgressClient {
   std::unique_ptr<ShmTransport> shm_;
   Waker privateWaker_;
   ConnectorTable connectors_;
+  CallCheckLedger callChecks_;
   Tuner tuner_;
   struct RecentChoice {
     uint64_t bytes = 0;

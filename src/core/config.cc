@@ -89,8 +89,10 @@ const std::vector<ConfigVar>& table() {
          return okStatus();
        }},
       {{"BRAID_CALL_CHECK", "1",
-        "1: each call checks it matches its ring neighbour's (mismatches fail at once), 0: off"},
-       intField(&Config::callCheck, 0, 1)},
+        "1: each call checks it matches its ring neighbour's, taking the neighbour's check when "
+        "it has come (a rank whose part needs nobody may learn of a mismatch a call later), "
+        "2: every call waits for its own check, 0: off"},
+       intField(&Config::callCheck, 0, 2)},
       {{"BRAID_NCHANNELS", "auto", "parallel channels (rings/trees) per collective, 1-32"},
        intField(&Config::nchannels, 1, kMaxChannels)},
       {{"BRAID_CHUNK_BYTES", "auto", "bytes per pipeline step and peer (e.g. 128K), 1K-16M"},

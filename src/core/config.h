@@ -21,7 +21,7 @@ struct Config {
 
   // Failure handling.
   double timeoutSeconds = 300;  ///< 0 = never
-  int callCheck = 1;            ///< 1: every call checks itself against a neighbour's (0: off)
+  int callCheck = 1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
 
   // Data path.
   int nchannels = 0;          ///< 0 = chosen by the tuner

@@ -55,12 +55,14 @@ std::string describeCall(const CallDescriptor& call) {
 }
 
 PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& reducer,
-                 const CallDescriptor& call, ConnectorTable* connectors, bool mayStream)
+                 const CallDescriptor& call, ConnectorTable* connectors, bool mayStream,
+                 CallCheckLedger* checks)
     : plan_(plan),
       buffers_(buffers),
       reducer_(reducer),
       call_(call),
       connectors_(connectors),
+      checks_(checks),
       lanes_(plan.lanes.size()),
       // Every rank of the plan shares this cache when they share the host (an overestimate
       // across hosts, where outputs that large stream anyway).
@@ -205,6 +207,9 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
   if (!state.recvDone) {
     if (step.nrecv == 0 || (step.bytes == 0 && !check)) {
       state.recvDone = true;
+    } else if (check && checks_ != nullptr) {
+      ASSIGN_OR_RETURN(bool took, takeCheckViaLedger(step, channel, state));
+      moved |= took;
     } else {
       ASSIGN_OR_RETURN(RecvConnector * recv, connectors_->recv(step.recvPeers[0], channel));
       if (const SlotHeader* header = recv->tryPeek()) {
@@ -236,8 +241,46 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
   return moved ? StepResult::kPartial : StepResult::kBlocked;
 }
 
+Result<bool> PlanRun::takeCheckViaLedger(const Step& step, int channel, LaneState& state) {
+  const int peer = step.recvPeers[0];
+  ASSIGN_OR_RETURN(RecvConnector * recv, connectors_->recv(peer, channel));
+  std::unique_lock<std::mutex> lock(checks_->mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // braidCommGetAsyncError is draining: next sweep
+  const bool collective = call_.coll != static_cast<uint8_t>(Collective::kSend);
+  const bool fromPredecessor = peer == checks_->predecessor();
+  if (fromPredecessor) {
+    checks_->attach(recv);
+    if (collective && !state.expected) {
+      checks_->expect(call_);
+      state.expected = true;
+    }
+    RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
+  }
+  if (collective && fromPredecessor) {
+    state.recvDone = checks_->withinLag();
+  } else if (const SlotHeader* header = recv->tryPeek()) {
+    RETURN_IF_ERROR(checkSlot(*header, peer, 0));
+    recv->release();
+    state.recvDone = true;
+  }
+  if (!state.recvDone) state.blockedOn = recv->peerWaker();
+  return state.recvDone;
+}
+
 Result<bool> PlanRun::progress() {
   bool moved = false;
+  if (!startDrained_ && checks_ != nullptr) {
+    // Checks earlier calls left outstanding are taken as soon as their slots are there (a call
+    // with a check of its own takes them in its check step).
+    startDrained_ = true;
+    const Lane* last = plan_.lanes.empty() ? nullptr : &plan_.lanes.back();
+    const bool ownCheck = last != nullptr && !last->steps.empty() &&
+                          (last->steps.front().flags & kStepCallCheck) != 0;
+    if (!ownCheck && checks_->hasPending()) {
+      std::unique_lock<std::mutex> lock(checks_->mutex(), std::try_to_lock);
+      if (lock.owns_lock()) RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
+    }
+  }
   for (size_t l = 0; l < plan_.lanes.size(); ++l) {
     const Lane& lane = plan_.lanes[l];
     LaneState& state = lanes_[l];
@@ -270,9 +313,25 @@ bool PlanRun::blockedOnCpu(int cpu) const {
 Status PlanRun::findMismatch(const std::vector<int>& peers) {
   if (call_.coll == static_cast<uint8_t>(Collective::kSend)) return okStatus();
   const int checkChannel = connectors_->maxChannels() - 1;
+  int ledgerPeer = -1;  // whose check slots the ledger judges
+  if (checks_ != nullptr && checks_->predecessor() >= 0) {
+    // The predecessor's check slots tell of its call whether or not this call waits on it.
+    std::unique_lock<std::mutex> lock(checks_->mutex(), std::try_to_lock);
+    ledgerPeer = checks_->predecessor();
+    if (lock.owns_lock()) {
+      if (!checks_->attached()) {
+        Result<RecvConnector*> recv = connectors_->recv(ledgerPeer, checkChannel);
+        if (recv.ok()) checks_->attach(*recv);
+      }
+      RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
+    }
+  }
   for (int peer : peers) {
-    (void)connectors_->recv(peer, checkChannel);  // may fail for an unreachable peer: skip it
-    for (int c = 0; c <= checkChannel; ++c) {
+    const int lastChannel = peer == ledgerPeer ? checkChannel - 1 : checkChannel;
+    if (lastChannel == checkChannel) {
+      (void)connectors_->recv(peer, checkChannel);  // may fail for an unreachable peer: skip it
+    }
+    for (int c = 0; c <= lastChannel; ++c) {
       RecvConnector* recv = connectors_->existingRecv(peer, c);
       const SlotHeader* header = recv != nullptr ? recv->tryPeek() : nullptr;
       if (header == nullptr) continue;

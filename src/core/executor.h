@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "core/call_check.h"
 #include "core/connectors.h"
 #include "core/status.h"
 #include "kernels/cpu/reduce.h"
@@ -38,8 +39,11 @@ std::string describeCall(const CallDescriptor& call);
 class PlanRun {
  public:
   /// `mayStream`: large outputs may be written with non-temporal stores (see streamOutput_).
+  /// `checks`: the communicator's call check ledger, which takes the predecessor's check slots
+  /// (call_check.h); without one, a call waits for its own check slot.
   PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& reducer,
-          const CallDescriptor& call, ConnectorTable* connectors, bool mayStream = true);
+          const CallDescriptor& call, ConnectorTable* connectors, bool mayStream = true,
+          CallCheckLedger* checks = nullptr);
 
   /// Advances what can advance now. Returns whether anything moved.
   Result<bool> progress();
@@ -62,12 +66,16 @@ class PlanRun {
     size_t next = 0;
     bool sendDone = false;  // halves of an independent step already finished
     bool recvDone = false;
+    bool expected = false;  // a check step told the ledger its slot is due
     const Waker* blockedOn = nullptr;  // the peer the current step last waited for
   };
 
   Result<StepResult> tryDependent(const Step& step, int channel, LaneState& state);
   Result<StepResult> tryIndependent(const Step& step, int channel, LaneState& state);
   Status checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const;
+  /// The receiving half of a check step from the ledger's predecessor: drains its check FIFO;
+  /// a collective's is done once the ledger is within its lag, a receive's once its slot is taken.
+  Result<bool> takeCheckViaLedger(const Step& step, int channel, LaneState& state);
   const char* in(BufferRef ref) const;
   char* out(BufferRef ref) const;
 
@@ -76,6 +84,8 @@ class PlanRun {
   kernels::Reducer reducer_;
   CallDescriptor call_;
   ConnectorTable* connectors_;
+  CallCheckLedger* checks_;
+  bool startDrained_ = false;
   std::vector<LaneState> lanes_;
   /// Write Output with non-temporal stores: allowed by the caller and larger than the cache.
   bool streamOutput_ = false;

@@ -113,7 +113,7 @@ Status runOne(Communicator* comm, const CallArgs& args) {
     ASSIGN_OR_RETURN(p->buffers.scratch, comm->scratch(p->plan->scratchBytes));
   }
   PlanRun run(*p->plan, p->buffers, p->reducer, p->call, &comm->connectors(),
-              streamsLargeOutputs(comm));
+              streamsLargeOutputs(comm), comm->callChecks());
   thread_local std::vector<ProgressTask> tasks(1);
   tasks.assign(1, ProgressTask{&run, comm, {}, false, false});
   Status status = runTasks(tasks);
@@ -170,7 +170,8 @@ Status runBatch(const std::vector<std::pair<Communicator*, CallArgs>>& calls) {
   for (size_t t = 0; t < prepared.size(); ++t) {
     Communicator* comm = calls[callOf[t]].first;
     runs.emplace_back(*prepared[t].plan, prepared[t].buffers, prepared[t].reducer,
-                      prepared[t].call, &comm->connectors(), streamsLargeOutputs(comm));
+                      prepared[t].call, &comm->connectors(), streamsLargeOutputs(comm),
+                      comm->callChecks());
     tasks[t].run = &runs.back();
     tasks[t].client = comm;
     for (size_t e = 0; e < t; ++e) {

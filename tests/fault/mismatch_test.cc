@@ -11,8 +11,9 @@
 // predecessor, a send to its peer, a receive from its peer. A rank whose call differs from its
 // predecessor's therefore fails whatever route the algorithm's data takes - trees, recursive
 // halving/doubling, direct plans, a broadcast chain against a reduce chain, two broadcast roots
-// that never receive: the deviant and its successor see the mismatch themselves, the other ranks
-// learn it from their failure notices. A count == 0 call exchanges nothing, check included (see
+// that never receive: the deviant and its successor see the mismatch themselves (in the call, or
+// when a check slot that came late is taken: at their next call or braidCommGetAsyncError), the
+// other ranks learn it from their failure notices. A count == 0 call exchanges nothing, check included (see
 // ZeroCountSurfacesAtTheNextExchange).
 //
 // The matrix runs every kind of disagreement under every algorithm, sampled so that the suite
@@ -52,6 +53,7 @@ struct Mismatch {
   std::string algo = kRingPlans;
   std::string transport;  ///< a BRAID_TRANSPORT setting, or "" for the default
   int nranks = kRanks;
+  int callCheck = 1;  ///< BRAID_CALL_CHECK: 1 takes checks when they come, 2 waits for them
 };
 
 // Waits (briefly) until comm reports an asynchronous error; returns it.
@@ -69,7 +71,8 @@ std::string rankBody(const Mismatch& m, int rank, const braidUniqueId& id) {
   Checks checks("rank " + std::to_string(rank) + " (" + m.name + ")");
   const ProcessResources before = snapshotResources();
   // The call check (on by default) makes detection certain under every algorithm.
-  Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout), "BRAID_CALL_CHECK=1"};
+  Settings settings{"BRAID_TIMEOUT=" + std::to_string(kTimeout),
+                    "BRAID_CALL_CHECK=" + std::to_string(m.callCheck)};
   if (!m.algo.empty()) settings.add(m.algo);
   if (!m.transport.empty()) settings.add(m.transport);
   braidComm_t comm = nullptr;
@@ -283,6 +286,22 @@ TEST(Mismatch, OverSockets) {
     m->transport = "BRAID_TRANSPORT=socket";
     m->name = withAlgo(m->name.empty() ? "broadcast roots 3 and 0" : m->name, m->algo) +
               " over sockets";
+    runMismatch(*m);
+  }
+}
+
+// Calls that wait for their own check (BRAID_CALL_CHECK=2) fail the same way.
+TEST(Mismatch, WaitingForEveryCheck) {
+  Mismatch roots;
+  roots.common = CallSpec{TestColl::kBroadcast, 1000, braidFloat32, braidSum, 0};
+  roots.deviant = CallSpec{TestColl::kBroadcast, 1000, braidFloat32, braidSum, 3};
+  roots.algo = "BRAID_ALGO=broadcast:tree";
+  roots.name = "broadcast roots 3 and 0";
+  Mismatch chains = collectiveMismatch(TestColl::kReduce, TestColl::kBroadcast, 0);
+  chains.algo = "BRAID_ALGO=tree";
+  for (Mismatch* m : {&roots, &chains}) {
+    m->callCheck = 2;
+    m->name = withAlgo(m->name, m->algo) + ", BRAID_CALL_CHECK=2";
     runMismatch(*m);
   }
 }
