@@ -20,12 +20,27 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
+#include <mutex>  // std::unique_lock over TryLock
+#include <thread>
 
 #include "core/status.h"
 #include "transport/fifo.h"
 
 namespace braid {
+
+/// A lock the call path only tries (a held one means: look again at the next sweep). Cheaper
+/// than a mutex, whose unlock is a second atomic read-modify-write.
+class TryLock {
+ public:
+  bool try_lock() { return !held_.exchange(true, std::memory_order_acquire); }
+  void lock() {
+    while (!try_lock()) std::this_thread::yield();
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
 
 class CallCheckLedger {
  public:
@@ -56,7 +71,7 @@ class CallCheckLedger {
   bool hasPending() const { return npending_.load(std::memory_order_relaxed) != 0; }
 
   /// The lock every use of the predecessor's check FIFO holds.
-  std::mutex& mutex() { return mutex_; }
+  TryLock& mutex() { return mutex_; }
 
   // The rest under mutex().
 
@@ -82,7 +97,7 @@ class CallCheckLedger {
 
   int rank_ = 0;
   uint32_t maxLag_ = kDefaultMaxLag;
-  std::mutex mutex_;
+  TryLock mutex_;
   RecvConnector* from_ = nullptr;
   int peer_ = -1;
   std::deque<CallDescriptor> pending_;  ///< calls whose slot is due, oldest first

@@ -59,12 +59,12 @@ class CallCheckTest : public ::testing::Test {
   // This rank makes `call` with a check of its own (as a check step does).
   void makeChecked(const CallDescriptor& call) {
     ledger_.record(call);
-    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    std::lock_guard<TryLock> lock(ledger_.mutex());
     ledger_.expect(call);
   }
 
   Status drain(bool useHistory = true) {
-    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    std::lock_guard<TryLock> lock(ledger_.mutex());
     return ledger_.drain(useHistory);
   }
 
@@ -129,7 +129,7 @@ TEST_F(CallCheckTest, ASlotTakenBeforeItsCheckStepIsNotAwaitedAgain) {
   post(broadcast(0));
   ASSERT_TRUE(drain().ok());  // at the start of the call, before its check step
   {
-    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    std::lock_guard<TryLock> lock(ledger_.mutex());
     ledger_.expect(broadcast(0));
   }
   EXPECT_FALSE(ledger_.hasPending());

@@ -273,9 +273,8 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
   return shared;
 }
 
-Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
-  const size_t elemSize = dataTypeSize(args.dtype);
-  // Training loops repeat the same calls: the tuner's last answer per collective is kept.
+Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t elemSize,
+                            RecentPlan& recentPlan) {
   const uint64_t bytes = args.count * elemSize;
   RecentChoice& recent = recentChoice_[static_cast<int>(args.coll)];
   if (!recent.valid || recent.bytes != bytes) {
@@ -283,8 +282,6 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   }
   const Choice choice = recent.choice;
 
-  // The request without the communicator's ring order and host list: what varies between calls,
-  // compared with the last call's without copying those vectors.
   PlanRequest request;
   request.coll = args.coll;
   request.algo = choice.algo;
@@ -292,7 +289,7 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   request.rank = rank_;
   request.count = args.count;
   request.elemSize = static_cast<uint32_t>(elemSize);
-  request.inPlace = isInPlace(args, rank_, elemSize);
+  request.inPlace = key.inPlace;
   request.chunkBytes = choice.chunkBytes;
   request.nchannels = choice.nchannels;
   if (args.coll == Collective::kSend || args.coll == Collective::kRecv) {
@@ -300,34 +297,39 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args) {
   } else {
     request.root = args.root;
   }
-
-  PreparedCall prepared;
-  // ...and the plan and reduction kernels of its last call per collective, compared rather than
-  // hashed.
-  RecentPlan& recentPlan = recentPlan_[static_cast<int>(args.coll)];
-  if (recentPlan.plan != nullptr && recentPlan.request == request) {
-    prepared.plan = recentPlan.plan;
-  } else {
-    PlanRequest full = request;
-    full.ring = ring_;
-    if (choice.algo == Algorithm::kHier) full.hosts = hostIndex_;
-    ASSIGN_OR_RETURN(prepared.plan, plan(full));
-    recentPlan.request = std::move(request);
-    recentPlan.plan = prepared.plan;
+  request.ring = ring_;
+  if (choice.algo == Algorithm::kHier) request.hosts = hostIndex_;
+  ASSIGN_OR_RETURN(recentPlan.plan, plan(request));
+  const kernels::Reducer& last = recentPlan.reducer;
+  if (last.type() != args.dtype || last.op() != key.op || last.nranks() != nranks_) {
+    recentPlan.reducer = kernels::Reducer(args.dtype, key.op, nranks_);
   }
+  recentPlan.key = key;
+  recentPlan.algo = choice.algo;
+  return okStatus();
+}
+
+Result<PreparedCall> Communicator::prepare(const CallArgs& args, bool share) {
+  const size_t elemSize = dataTypeSize(args.dtype);
+  const braidRedOp_t op = isReduction(args.coll) ? args.op : braidSum;
+  const CallKey key{args.count, args.dtype, op, args.root, isInPlace(args, rank_, elemSize)};
+  // Training loops repeat the same calls: a call like the last one of its collective reuses its
+  // plan and reduction kernels as they are.
+  RecentPlan& recentPlan = recentPlan_[static_cast<int>(args.coll)];
+  if (recentPlan.plan == nullptr || !(recentPlan.key == key)) {
+    RETURN_IF_ERROR(replan(args, key, elemSize, recentPlan));
+  }
+  PreparedCall prepared;
+  prepared.plan = recentPlan.plan.get();
+  if (share) prepared.owner = recentPlan.plan;
   prepared.buffers.input = static_cast<const char*>(args.sendbuff);
   prepared.buffers.output = static_cast<char*>(args.recvbuff);
-  const braidRedOp_t op = isReduction(args.coll) ? args.op : braidSum;
-  const kernels::Reducer& last = recentPlan.reducer;
-  if (last.type() != args.dtype || last.op() != op || last.nranks() != nranks_) {
-    recentPlan.reducer = kernels::Reducer(args.dtype, op, nranks_);
-  }
   prepared.reducer = recentPlan.reducer;
 
   CallDescriptor& call = prepared.call;
   call.dtype = static_cast<uint8_t>(args.dtype);
   call.op = isReduction(args.coll) ? static_cast<uint8_t>(args.op) : 0;
-  call.algo = static_cast<uint8_t>(choice.algo);
+  call.algo = static_cast<uint8_t>(recentPlan.algo);
   call.count = args.count;
   switch (args.coll) {
     case Collective::kSend:
@@ -385,7 +387,7 @@ Status Communicator::jobHealth() {
   if (callChecks_.hasPending()) {
     // Checks the last calls left outstanding (a broadcast root's, say), unless a call in
     // progress on another thread holds them: it takes them itself.
-    std::unique_lock<std::mutex> lock(callChecks_.mutex(), std::try_to_lock);
+    std::unique_lock<TryLock> lock(callChecks_.mutex(), std::try_to_lock);
     Status mismatch = lock.owns_lock() ? callChecks_.drain(/*useHistory=*/false) : Status();
     if (!mismatch.ok()) {
       fail(mismatch);

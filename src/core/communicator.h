@@ -40,7 +40,9 @@ struct CallArgs {
 
 /// A call made ready to run: its plan, buffers and the descriptor peers will check.
 struct PreparedCall {
-  std::shared_ptr<const Plan> plan;
+  /// Valid until the communicator's next prepare() unless `owner` keeps it.
+  const Plan* plan = nullptr;
+  std::shared_ptr<const Plan> owner;  ///< set when prepare() was asked to share the plan
   PlanBuffers buffers;
   kernels::Reducer reducer;
   CallDescriptor call;
@@ -63,8 +65,9 @@ class Communicator final : public ProgressClient {
   const Tuner& tuner() const { return tuner_; }
 
   /// Plans the call (from the cache when it has run before) and assigns its sequence number.
-  /// Buffers are bound by bind() once the batch's scratch is known.
-  Result<PreparedCall> prepare(const CallArgs& args);
+  /// `share`: the call's plan must outlive later prepares (batches); a call that runs before the
+  /// next prepare skips the reference count.
+  Result<PreparedCall> prepare(const CallArgs& args, bool share = true);
   /// Makes sure the scratch area holds at least `bytes` and returns it.
   Result<char*> scratch(size_t bytes);
   ConnectorTable& connectors() { return connectors_; }
@@ -122,12 +125,24 @@ class Communicator final : public ProgressClient {
     bool valid = false;
   };
   RecentChoice recentChoice_[kNumCollectives];
+  /// What decides a call's plan and kernels besides its collective.
+  struct CallKey {
+    size_t count = 0;
+    braidDataType_t dtype = braidFloat32;
+    braidRedOp_t op = braidSum;  ///< sum for collectives that do not reduce
+    int root = 0;
+    bool inPlace = false;
+    bool operator==(const CallKey&) const = default;
+  };
   struct RecentPlan {
-    PlanRequest request;  ///< without ring and hosts (the communicator's own)
+    CallKey key;
+    Algorithm algo = Algorithm::kRing;
     std::shared_ptr<const Plan> plan;
     kernels::Reducer reducer;  ///< of the last call's type and op (float32 sum at first)
   };
   RecentPlan recentPlan_[kNumCollectives];
+  /// Plans a call unlike the last one of its collective into `recentPlan`.
+  Status replan(const CallArgs& args, const CallKey& key, size_t elemSize, RecentPlan& recentPlan);
   std::vector<int> ring_;
 
   struct PlanKeyHash {

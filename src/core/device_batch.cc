@@ -133,7 +133,7 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
     for (size_t k = 0; k < prepared.size(); ++k) {
       const PreparedCall& p = prepared[k];
       if (!planMovesData(*p.plan)) continue;
-      ASSIGN_OR_RETURN(const DevicePlan* plan, device.upload(p.plan, capturing));
+      ASSIGN_OR_RETURN(const DevicePlan* plan, device.upload(p.owner, capturing));
       Launch& launch = launches[phases[k]];
       gpu::DeviceCall c;
       c.lanes = plan->lanes;

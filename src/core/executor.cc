@@ -1,5 +1,6 @@
 #include "core/executor.h"
 
+#include <memory>
 #include <sstream>
 
 #include "core/dtype.h"
@@ -63,11 +64,13 @@ PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& 
       call_(call),
       connectors_(connectors),
       checks_(checks),
-      lanes_(plan.lanes.size()),
+      moreLanes_(plan.lanes.size() > kInlineLanes ? plan.lanes.size() : 0),
+      lanes_(moreLanes_.empty() ? inlineLanes_.states : moreLanes_.data()),
       // Every rank of the plan shares this cache when they share the host (an overestimate
       // across hosts, where outputs that large stream anyway).
       streamOutput_(mayStream && kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
                                            static_cast<uint64_t>(plan.nranks))) {
+  if (moreLanes_.empty()) std::uninitialized_value_construct_n(lanes_, plan.lanes.size());
   for (const Lane& lane : plan.lanes) lanesLeft_ += lane.steps.empty() ? 0 : 1;
 }
 
@@ -244,7 +247,7 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
 Result<bool> PlanRun::takeCheckViaLedger(const Step& step, int channel, LaneState& state) {
   const int peer = step.recvPeers[0];
   ASSIGN_OR_RETURN(RecvConnector * recv, connectors_->recv(peer, channel));
-  std::unique_lock<std::mutex> lock(checks_->mutex(), std::try_to_lock);
+  std::unique_lock<TryLock> lock(checks_->mutex(), std::try_to_lock);
   if (!lock.owns_lock()) return false;  // braidCommGetAsyncError is draining: next sweep
   const bool collective = call_.coll != static_cast<uint8_t>(Collective::kSend);
   const bool fromPredecessor = peer == checks_->predecessor();
@@ -277,7 +280,7 @@ Result<bool> PlanRun::progress() {
     const bool ownCheck = last != nullptr && !last->steps.empty() &&
                           (last->steps.front().flags & kStepCallCheck) != 0;
     if (!ownCheck && checks_->hasPending()) {
-      std::unique_lock<std::mutex> lock(checks_->mutex(), std::try_to_lock);
+      std::unique_lock<TryLock> lock(checks_->mutex(), std::try_to_lock);
       if (lock.owns_lock()) RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
     }
   }
@@ -316,7 +319,7 @@ Status PlanRun::findMismatch(const std::vector<int>& peers) {
   int ledgerPeer = -1;  // whose check slots the ledger judges
   if (checks_ != nullptr && checks_->predecessor() >= 0) {
     // The predecessor's check slots tell of its call whether or not this call waits on it.
-    std::unique_lock<std::mutex> lock(checks_->mutex(), std::try_to_lock);
+    std::unique_lock<TryLock> lock(checks_->mutex(), std::try_to_lock);
     ledgerPeer = checks_->predecessor();
     if (lock.owns_lock()) {
       if (!checks_->attached()) {

@@ -15,6 +15,7 @@
 // waiting run also looks at the slots its peers did post (findMismatch).
 #pragma once
 
+#include <type_traits>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -44,6 +45,8 @@ class PlanRun {
   PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& reducer,
           const CallDescriptor& call, ConnectorTable* connectors, bool mayStream = true,
           CallCheckLedger* checks = nullptr);
+  PlanRun(const PlanRun&) = delete;  // lanes_ may point into the object itself
+  PlanRun& operator=(const PlanRun&) = delete;
 
   /// Advances what can advance now. Returns whether anything moved.
   Result<bool> progress();
@@ -86,7 +89,17 @@ class PlanRun {
   ConnectorTable* connectors_;
   CallCheckLedger* checks_;
   bool startDrained_ = false;
-  std::vector<LaneState> lanes_;
+  // Lane states in place for plans of up to kInlineLanes lanes (no allocation per small call),
+  // constructed only as many as the plan has.
+  static constexpr size_t kInlineLanes = 8;
+  union InlineLanes {
+    InlineLanes() {}
+    LaneState states[kInlineLanes];
+  };
+  static_assert(std::is_trivially_destructible_v<LaneState>);
+  InlineLanes inlineLanes_;
+  std::vector<LaneState> moreLanes_;
+  LaneState* lanes_;
   /// Write Output with non-temporal stores: allowed by the caller and larger than the cache.
   bool streamOutput_ = false;
   size_t lanesLeft_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <thread>
 
@@ -104,7 +105,7 @@ bool streamsLargeOutputs(Communicator* comm) { return coresShared(comm->waker())
 // One collective outside a group: what runBatch does for it, without its containers (the
 // per-call cost of small messages).
 Status runOne(Communicator* comm, const CallArgs& args) {
-  Result<PreparedCall> p = comm->prepare(args);
+  Result<PreparedCall> p = comm->prepare(args, /*share=*/false);
   if (!p.ok()) {
     comm->fail(p.status());  // its sequence numbers no longer match its peers'
     return p.status();
@@ -164,8 +165,7 @@ Status runBatch(const std::vector<std::pair<Communicator*, CallArgs>>& calls) {
     }
   }
 
-  std::vector<PlanRun> runs;
-  runs.reserve(prepared.size());
+  std::deque<PlanRun> runs;  // runs stay where they are made: tasks point at them
   std::vector<ProgressTask> tasks(prepared.size());
   for (size_t t = 0; t < prepared.size(); ++t) {
     Communicator* comm = calls[callOf[t]].first;

@@ -23,21 +23,22 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 }  // namespace
 
 Status validateCall(const CallArgs& a, int rank, int nranks) {
-  const std::string name(collectiveName(a.coll));
+  // Spelt out only for an error: a valid call builds no strings.
+  auto name = [&a] { return std::string(collectiveName(a.coll)); };
   if (!isValidDataType(a.dtype)) {
-    return invalidArgument(name + ": datatype " + std::to_string(static_cast<int>(a.dtype)) +
+    return invalidArgument(name() + ": datatype " + std::to_string(static_cast<int>(a.dtype)) +
                            " is not a braidDataType_t");
   }
   const bool reduces = a.coll == Collective::kAllReduce || a.coll == Collective::kReduce ||
                        a.coll == Collective::kReduceScatter;
   if (reduces && !isValidRedOp(a.op)) {
-    return invalidArgument(name + ": reduction op " + std::to_string(static_cast<int>(a.op)) +
+    return invalidArgument(name() + ": reduction op " + std::to_string(static_cast<int>(a.op)) +
                            " is not a braidRedOp_t");
   }
   const bool rooted = a.coll == Collective::kBroadcast || a.coll == Collective::kReduce;
   const bool p2p = a.coll == Collective::kSend || a.coll == Collective::kRecv;
   if ((rooted || p2p) && (a.root < 0 || a.root >= nranks)) {
-    return invalidArgument(name + ": " + (p2p ? "peer " : "root ") + std::to_string(a.root) +
+    return invalidArgument(name() + ": " + (p2p ? "peer " : "root ") + std::to_string(a.root) +
                            " is outside [0, " + std::to_string(nranks) + ")");
   }
 
@@ -47,7 +48,7 @@ Status validateCall(const CallArgs& a, int rank, int nranks) {
   const size_t factor = scaled ? static_cast<size_t>(nranks) : 1;
   if (a.count > std::numeric_limits<size_t>::max() / elem / factor ||
       a.count * elem * factor > (size_t{1} << 62)) {
-    return invalidArgument(name + ": count " + std::to_string(a.count) + " of " +
+    return invalidArgument(name() + ": count " + std::to_string(a.count) + " of " +
                            std::string(dataTypeName(a.dtype)) + " overflows the byte size");
   }
   if (a.count == 0) return okStatus();
@@ -64,8 +65,8 @@ Status validateCall(const CallArgs& a, int rank, int nranks) {
     case Collective::kSend: e = {bytes, 0}; break;
     case Collective::kRecv: e = {0, bytes}; break;
   }
-  if (e.inBytes > 0 && a.sendbuff == nullptr) return invalidArgument(name + ": sendbuff is NULL");
-  if (e.outBytes > 0 && a.recvbuff == nullptr) return invalidArgument(name + ": recvbuff is NULL");
+  if (e.inBytes > 0 && a.sendbuff == nullptr) return invalidArgument(name() + ": sendbuff is NULL");
+  if (e.outBytes > 0 && a.recvbuff == nullptr) return invalidArgument(name() + ": recvbuff is NULL");
 
   // Overlap is allowed only in the exact in-place layouts of the contract.
   if (overlaps(a.sendbuff, e.inBytes, a.recvbuff, e.outBytes)) {
@@ -78,7 +79,7 @@ Status validateCall(const CallArgs& a, int rank, int nranks) {
       default: inPlace = send == recv; break;
     }
     if (!inPlace) {
-      return invalidArgument(name + ": sendbuff and recvbuff overlap without being the in-place "
+      return invalidArgument(name() + ": sendbuff and recvbuff overlap without being the in-place "
                                     "layout");
     }
   }
