@@ -2,6 +2,7 @@
 // a reason naming the problem, and crashes or writes nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -193,6 +194,29 @@ TEST(BadInit, UseAfterDestroyIsDetectedRightAfterASuccessfulCall) {
     expectError(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr),
                 braidInvalidUsage, nullptr, "not a live communicator");
     EXPECT_EQ(x, 1.0f);
+  }
+}
+
+TEST(BadInit, DestroyWaitsForACallInProgressOnAnotherThread) {
+  // A thread's calls publish themselves without atomic read-modify-writes (call_presence.h):
+  // destroy must still wait for the one in progress, and every later call must fail cleanly.
+  // ASan and TSan builds catch a communicator freed under a running call.
+  for (int round = 0; round < 20; ++round) {
+    braidComm_t comm = nullptr;
+    ASSERT_EQ(braidCommInitAll(&comm, 1, nullptr), braidSuccess);
+    std::atomic<int> calls{0};
+    braidResult_t last = braidSuccess;
+    std::thread caller([&] {
+      std::vector<float> x(4096, 1.0f);
+      while ((last = braidAllReduce(x.data(), x.data(), x.size(), braidFloat32, braidSum, comm,
+                                    nullptr)) == braidSuccess) {
+        calls.fetch_add(1);
+      }
+    });
+    while (calls.load() < 100 + round * 50) std::this_thread::yield();
+    EXPECT_EQ(braidCommDestroy(comm), braidSuccess);
+    caller.join();
+    EXPECT_EQ(last, braidInvalidUsage) << braidGetErrorString(last);
   }
 }
 
