@@ -25,7 +25,8 @@ class CallCheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const size_t headerBytes = sizeof(SlotHeader) * kSlots;
-    const size_t total = 4096 + headerBytes + kSlots * 64;
+    // aligned_alloc wants a multiple of the alignment.
+    const size_t total = (4096 + headerBytes + kSlots * 64 + 4095) / 4096 * 4096;
     memory_.reset(std::aligned_alloc(4096, total));
     std::memset(memory_.get(), 0, total);
     char* base = static_cast<char*>(memory_.get());
