@@ -1,7 +1,6 @@
 #include "core/validate.h"
 
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "core/dtype.h"
@@ -46,8 +45,9 @@ Status validateCall(const CallArgs& a, int rank, int nranks) {
   const bool scaled = a.coll == Collective::kAllGather || a.coll == Collective::kReduceScatter ||
                       a.coll == Collective::kAllToAll;
   const size_t factor = scaled ? static_cast<size_t>(nranks) : 1;
-  if (a.count > std::numeric_limits<size_t>::max() / elem / factor ||
-      a.count * elem * factor > (size_t{1} << 62)) {
+  size_t callBytes = 0;  // multiplied with overflow checks, not divided: a division costs more
+  if (__builtin_mul_overflow(a.count, elem, &callBytes) ||
+      __builtin_mul_overflow(callBytes, factor, &callBytes) || callBytes > (size_t{1} << 62)) {
     return invalidArgument(name() + ": count " + std::to_string(a.count) + " of " +
                            std::string(dataTypeName(a.dtype)) + " overflows the byte size");
   }
