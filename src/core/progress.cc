@@ -176,11 +176,9 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
       continue;
     }
     // A few polls before reading the clock at all: a slot in flight from a running peer lands
-    // within a couple of them.
-    if (!yieldAtOnce && ++spins < 8) {
-      cpuRelax();
-      continue;
-    }
+    // within a couple of them. No pause between them: a pause delays noticing it (8 B
+    // all-reduce at n = 2: 0.16 us with one per poll, 0.15 without).
+    if (!yieldAtOnce && ++spins < 8) continue;
     const int64_t spinNs = yieldAtOnce || sharesCpuWithPeer(tasks) ? 0 : kSpinNs;
     const int64_t now = nowNs();
     if (idleSince == 0) idleSince = now;
