@@ -319,12 +319,14 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args, bool share) {
   if (recentPlan.plan == nullptr || !(recentPlan.key == key)) {
     RETURN_IF_ERROR(replan(args, key, elemSize, recentPlan));
   }
-  PreparedCall prepared;
-  prepared.plan = recentPlan.plan.get();
-  if (share) prepared.owner = recentPlan.plan;
-  prepared.buffers.input = static_cast<const char*>(args.sendbuff);
-  prepared.buffers.output = static_cast<char*>(args.recvbuff);
-  prepared.reducer = recentPlan.reducer;
+  // Built whole: a default Reducer would look up its kernels only to be overwritten.
+  PreparedCall prepared{
+      .plan = recentPlan.plan.get(),
+      .owner = share ? recentPlan.plan : nullptr,
+      .buffers = {static_cast<const char*>(args.sendbuff), static_cast<char*>(args.recvbuff)},
+      .reducer = recentPlan.reducer,
+      .call = {},
+  };
 
   CallDescriptor& call = prepared.call;
   call.dtype = static_cast<uint8_t>(args.dtype);
