@@ -24,6 +24,18 @@ using Clock = std::chrono::steady_clock;
 // --tune: what one variant's measurement at one size may take (at least two iterations, at most
 // -n): enough to see through noise at small sizes without making the large ones take hours.
 constexpr double kTuneSeconds = 0.05;
+// --algo all: what one algorithm's measurement at one size takes at least (more iterations than
+// -n where calls are short, at most kAlgoAllMaxIters). At -n 40 an 8 KB call is timed over 25 us,
+// and one scheduling hiccup doubled an algorithm's time and the regret with it.
+constexpr double kAlgoAllSeconds = 0.005;
+constexpr int kAlgoAllMaxIters = 100000;
+
+/// How measure() picks its iteration count.
+enum class IterationCount {
+  kFixed,    ///< -n
+  kAtMost,   ///< --tune: as many as fit kTuneSeconds, at most -n, at least two
+  kAtLeast,  ///< --algo all: -n, or more until kAlgoAllSeconds
+};
 
 Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
   if (result == braidSuccess) return okStatus();
@@ -236,7 +248,10 @@ class RankBench {
     for (size_t c = 0; c < measured(); ++c) {
       for (bool inPlace : {false, true}) {
         if (inPlace && columns()) continue;
-        ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace, tuneMode()));
+        const IterationCount count = tuneMode()       ? IterationCount::kAtMost
+                                     : algoColumns() ? IterationCount::kAtLeast
+                                                     : IterationCount::kFixed;
+        ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace, count));
         times.push_back(sample.seconds * 1e6);
         const Bandwidth bw = bandwidth(opt_.collective, check.shape, n(), sample.seconds);
         averages_[c].add(bw.busBw);
@@ -407,15 +422,15 @@ class RankBench {
     return opt_.average == AverageMode::kAverage ? value / n() : value;
   }
 
-  /// With `adapt` (--tune), as many iterations as fit kTuneSeconds, at most -n, at least one.
-  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace, bool adapt) {
+  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace,
+                         IterationCount count) {
     const Operands hostOperands = operands(c, inPlace);
     fillInput(c, hostOperands.send);
     RETURN_IF_ERROR(toDevice());
     const Operands o = target(hostOperands);
     for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
     int iters = opt_.iters;
-    if (adapt) {
+    if (count != IterationCount::kFixed) {
       // One timed iteration, its slowest rank's time agreed by all, sets the count.
       RETURN_IF_ERROR(barrier(comm));
       const Clock::time_point t0 = Clock::now();
@@ -424,8 +439,13 @@ class RankBench {
       RETURN_IF_ERROR(apiStatus(braidAllReduce(&once, &once, 1, braidFloat64, braidMax, comm,
                                                nullptr),
                                 "braidAllReduce (iteration time)", comm));
-      iters = std::clamp(static_cast<int>(kTuneSeconds / std::max(once, 1e-9)),
-                         std::min(2, opt_.iters), opt_.iters);
+      if (count == IterationCount::kAtMost) {
+        iters = std::clamp(static_cast<int>(kTuneSeconds / std::max(once, 1e-9)),
+                           std::min(2, opt_.iters), opt_.iters);
+      } else {
+        const double fit = std::min(kAlgoAllSeconds / std::max(once, 1e-9), 1.0 * kAlgoAllMaxIters);
+        iters = std::max(opt_.iters, static_cast<int>(fit));
+      }
     }
     RETURN_IF_ERROR(barrier(comm));
     const Clock::time_point start = Clock::now();
