@@ -13,7 +13,6 @@
 #include "braid.h"
 #include "braid_build_config.h"
 #include "core/bootstrap.h"
-#include "core/call_presence.h"
 #include "core/comm_handle.h"
 #include "core/communicator.h"
 #include "core/config.h"
@@ -69,21 +68,6 @@ class CommGuard {
       return;
     }
     if (comm == tLastChecked) {
-      PresenceSlot* slot = tPresenceSlot;
-      if (slot != nullptr && slot->load(std::memory_order_relaxed) == nullptr) {
-        // Published, then checked, with no fence between: retire()'s process barrier stands in
-        // for one (call_presence.h).
-        slot->store(comm, std::memory_order_relaxed);
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (comm->live.load(std::memory_order_relaxed)) {
-          comm_ = comm;
-          slot_ = slot;
-          return;
-        }
-        slot->store(nullptr, std::memory_order_release);
-        status_ = notLiveError();
-        return;
-      }
       // Counted first, then checked; retire() clears `live` first, then waits for the count
       // (both sequentially consistent): a call that sees `live` is one retire() waits for.
       comm->activeCalls.fetch_add(1);
@@ -103,14 +87,9 @@ class CommGuard {
     comm_ = comm;
     comm_->activeCalls.fetch_add(1);
     tLastChecked = comm;
-    (void)presenceSlotForThisThread();  // for this thread's next calls
   }
   ~CommGuard() {
-    if (slot_ != nullptr) {
-      slot_->store(nullptr, std::memory_order_release);
-    } else if (comm_ != nullptr) {
-      comm_->activeCalls.fetch_sub(1);
-    }
+    if (comm_ != nullptr) comm_->activeCalls.fetch_sub(1);
   }
   CommGuard(const CommGuard&) = delete;
   CommGuard& operator=(const CommGuard&) = delete;
@@ -130,7 +109,6 @@ class CommGuard {
  private:
   Status status_;
   braidComm* comm_ = nullptr;
-  PresenceSlot* slot_ = nullptr;  ///< set when the call published itself there, not counted
 };
 
 /// Records the outcome of a call as the last error of the thread (and of comm) and returns its code.
@@ -309,7 +287,6 @@ Result<braidComm*> retire(braidComm* comm, bool abortFirst) {
     impl = comm->impl.get();
   }
   if (abortFirst && impl != nullptr) impl->abort();
-  waitUntilNoneInside(comm);
   while (comm->activeCalls.load() != 0) std::this_thread::yield();
   return comm;
 }

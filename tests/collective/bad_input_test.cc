@@ -198,8 +198,8 @@ TEST(BadInit, UseAfterDestroyIsDetectedRightAfterASuccessfulCall) {
 }
 
 TEST(BadInit, DestroyWaitsForACallInProgressOnAnotherThread) {
-  // A thread's calls publish themselves without atomic read-modify-writes (call_presence.h):
-  // destroy must still wait for the one in progress, and every later call must fail cleanly.
+  // Destroy must wait for the call in progress on the other thread (which skips the registry
+  // lookup: it is that thread's last communicator), and every later call must fail cleanly.
   // ASan and TSan builds catch a communicator freed under a running call.
   for (int round = 0; round < 20; ++round) {
     braidComm_t comm = nullptr;
