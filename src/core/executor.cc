@@ -261,10 +261,23 @@ Result<bool> PlanRun::takeCheckViaLedger(const Step& step, int channel, LaneStat
   }
   if (collective && fromPredecessor) {
     state.recvDone = checks_->withinLag();
-  } else if (const SlotHeader* header = recv->tryPeek()) {
-    RETURN_IF_ERROR(checkSlot(*header, peer, 0));
-    recv->release();
-    state.recvDone = true;
+  } else {
+    const SlotHeader* header = recv->tryPeek();
+    while (header != nullptr && fromPredecessor &&
+           header->call.coll != static_cast<uint8_t>(Collective::kSend)) {
+      // Collectives' checks that landed after the drain above: the ledger takes them first; one
+      // it cannot take (a call this rank has not made) is a mismatch, reported below.
+      const CallDescriptor head = header->call;
+      RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
+      const SlotHeader* next = recv->tryPeek();
+      if (next != nullptr && next->call == head) break;
+      header = next;
+    }
+    if (header != nullptr) {
+      RETURN_IF_ERROR(checkSlot(*header, peer, 0));
+      recv->release();
+      state.recvDone = true;
+    }
   }
   if (!state.recvDone) state.blockedOn = recv->peerWaker();
   return state.recvDone;
