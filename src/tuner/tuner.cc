@@ -23,6 +23,22 @@ constexpr uint32_t kPointToPointChunk = 128 * 1024;
 // that costs (n = 4 broadcast on 2 cores: 11-35% slower than ring or tree at 256 KB-64 MB).
 constexpr uint64_t kDirectRootedMaxBytes = 64 * 1024;
 
+// Nor direct all-reduce once the n-1 copies each rank sends reach this: the model prices them
+// at cache speed and misses what n-1 full-size folds per rank cost (3 ranks on 2 cores, 32 KB:
+// direct 7.4-8.0 us against rd 5.8-6.3, where the model rates direct 30% faster; 64 KB: 12.8-13.5
+// against 8.0-9.1). Below it, its one hop wins (n = 3 and 4 at 16 KB: level with rd or ahead).
+constexpr uint64_t kDirectAllReduceMaxSent = 64 * 1024;
+
+// The model gives a call a second (fourth) channel only when each gets at least this much. It
+// rates splitting a few KiB over channels a gain (pipelining across ranks) and misses what every
+// extra slot costs the cores that post and take it. rd all-reduce, 4-16 KB, 1 / 2 / 4 channels:
+// 2 ranks 0.79-1.72 / 1.45-2.24 / 2.00-3.09 us in a slow minute, 1 / 4 channels 0.36-0.67 /
+// 0.54-1.07 us in a fast one (the model gave 2 channels at 4 KB, 4 at 16 KB); 4 ranks 5.3-8.4 /
+// 6.9-11.5 / 8.4-10.4 us, and one channel stays ahead up to 64 KB. The tuning tables measured
+// at 2 and 3 ranks spread calls over channels only from 32 KiB per channel up (at 4 ranks one
+// took rd on 2 channels from 16 KB, which lost to one channel timed as above).
+constexpr uint64_t kMinChannelBytes = 32 * 1024;
+
 
 std::string sizeText(uint64_t bytes) {
   static constexpr std::pair<uint64_t, const char*> kUnits[] = {
@@ -171,7 +187,11 @@ Status Tuner::buildGrid(const CostModel& model) {
         // channel count (5 candidates costed instead of 9; the two rarely interact much).
         size_t middle = chunks.size() / 2;
         while (middle > 0 && bytes <= chunks[middle - 1]) --middle;
-        for (int ch : channels) consider(middle, ch);
+        for (int ch : channels) {
+          if (ch == channels.front() || bytes >= uint64_t(ch) * kMinChannelBytes) {
+            consider(middle, ch);
+          }
+        }
         const int bestChannels = cell.us < 0 ? channels.front() : cell.nchannels;
         for (size_t i = 0; i < chunks.size(); ++i) {
           if (i != middle) consider(i, bestChannels);
@@ -213,9 +233,13 @@ Status Tuner::adoptTable(const TuningTable& table) {
   return okStatus();
 }
 
-bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes) {
-  const bool rooted = coll == Collective::kBroadcast || coll == Collective::kReduce;
-  return !(algo == Algorithm::kDirect && rooted && bytes > kDirectRootedMaxBytes);
+bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks) {
+  if (algo != Algorithm::kDirect) return true;
+  if (coll == Collective::kBroadcast || coll == Collective::kReduce) {
+    return bytes <= kDirectRootedMaxBytes;
+  }
+  if (coll == Collective::kAllReduce) return uint64_t(nranks - 1) * bytes < kDirectAllReduceMaxSent;
+  return true;
 }
 
 Choice Tuner::fixed(Collective coll) const {
@@ -247,7 +271,9 @@ Choice Tuner::pick(Collective coll, uint64_t bytes, bool honourOverride) const {
   for (int a = 0; a < kNumAlgorithms; ++a) {
     const Cell& cell = cells[a];
     if (cell.us < 0 || !isAllowed(static_cast<Algorithm>(a))) continue;
-    if (!allowed && !modelMayPick(static_cast<Algorithm>(a), coll, bytes)) continue;
+    if (!allowed && !modelMayPick(static_cast<Algorithm>(a), coll, bytes, options_.nranks)) {
+      continue;
+    }
     if (best < 0 || cell.us < cells[best].us) best = a;
   }
   const ChoiceSource source = allowed ? ChoiceSource::kOverride : ChoiceSource::kModel;

@@ -58,9 +58,10 @@ struct TunerOptions {
   static TunerOptions fromConfig(const Config& config, int nranks, int maxChannels);
 };
 
-/// Whether the model may choose `algo` for `coll` at `bytes` on its own (BRAID_ALGO, tuning
-/// tables and --algo columns are not bound by this): direct broadcast and reduce only up to 64 KiB.
-bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes);
+/// Whether the model may choose `algo` for `coll` at `bytes` among `nranks` on its own (BRAID_ALGO,
+/// tuning tables and --algo columns are not bound by this): direct broadcast and reduce only up
+/// to 64 KiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay under 64 KiB.
+bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks);
 
 class Tuner {
  public:

@@ -51,6 +51,22 @@ Tuner tuner(const TunerOptions& o, const TuningTable* table = nullptr) {
   return t.ok() ? std::move(t).value() : Tuner();
 }
 
+/// A tuner of kRanks ranks whose hand-offs are so slow that the model rates one-hop plans
+/// (direct) fastest at every size.
+Tuner slowHopTuner() {
+  ModelConstants slowHops = constants();
+  slowHops.calibration.hopUs = 200;
+  slowHops.calibration.crowdedHopUs = 400;
+  std::vector<RankPlacement> placement(kRanks);
+  for (RankPlacement& x : placement) x.hostHash = 7;
+  Result<CostModel> m = CostModel::create(slowHops, placement, {}, 4);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return Tuner();
+  Result<Tuner> t = Tuner::create(options(), *m, nullptr);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? std::move(t).value() : Tuner();
+}
+
 TuningTable table(const std::string& lines) {
   Result<TuningTable> t = TuningTable::parse("braid-tuning-table 1\n" + lines, "f.txt");
   EXPECT_TRUE(t.ok()) << t.status().message();
@@ -87,7 +103,7 @@ TEST(Tuner, ModelChoicesAreTheArgminOfItsOwnPredictions) {
       EXPECT_DOUBLE_EQ(c.predictedUs, *mine);
       for (Algorithm a : algorithmsFor(coll)) {
         std::optional<double> other = t.predictedUs(coll, a, bytes);
-        if (!other || !modelMayPick(a, coll, bytes)) continue;
+        if (!other || !modelMayPick(a, coll, bytes, kRanks)) continue;
         EXPECT_LE(*mine, *other) << collectiveName(coll) << " " << bytes << " "
                                  << algorithmName(c.algo) << " vs " << algorithmName(a);
       }
@@ -104,36 +120,66 @@ TEST(Tuner, ModelChoicesAreTheArgminOfItsOwnPredictions) {
   EXPECT_GE(distinct, 2);
 }
 
+TEST(Tuner, EveryChannelOfAModelChoiceCarriesAtLeast32KiB) {
+  for (int n : {2, 3, 4}) {
+    TunerOptions o = options();
+    o.nranks = n;
+    const Tuner t = tuner(o);
+    int wide = 0;  // choices with more than one channel
+    for (Collective coll : modelled()) {
+      for (int k = 0; k <= Tuner::kMaxSizeLog; ++k) {
+        const uint64_t bytes = uint64_t{1} << k;
+        const Choice c = t.choose(coll, bytes);
+        if (c.nchannels > 1) {
+          ++wide;
+          EXPECT_GE(bytes, uint64_t(c.nchannels) * (32 << 10))
+              << n << " ranks, " << collectiveName(coll) << " " << bytes;
+        }
+      }
+    }
+    EXPECT_GT(wide, 0) << n << " ranks: large calls still spread over channels";
+  }
+}
+
+TEST(Tuner, DirectAllReduceIsTheModelsPickOnlyWhileItsCopiesAreSmall) {
+  // A rank sends n-1 full copies: under 64 KiB in all.
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 16 << 10, 4));
+  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 32 << 10, 3));
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 32 << 10, 2));
+  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 64 << 10, 2));
+  EXPECT_TRUE(modelMayPick(Algorithm::kRing, Collective::kAllReduce, 1 << 30, 8));
+  // Hand-offs so slow that one hop beats every other plan at any size: the tuner still stops
+  // picking direct where the copies reach 64 KiB, and still prices it for BRAID_ALGO.
+  const Tuner t = slowHopTuner();
+  EXPECT_EQ(t.choose(Collective::kAllReduce, 1 << 10).algo, Algorithm::kDirect);
+  for (int k = 15; k <= Tuner::kMaxSizeLog; ++k) {
+    const uint64_t bytes = uint64_t{1} << k;
+    EXPECT_NE(t.choose(Collective::kAllReduce, bytes).algo, Algorithm::kDirect) << bytes;
+    EXPECT_TRUE(t.predictedUs(Collective::kAllReduce, Algorithm::kDirect, bytes).has_value());
+  }
+}
+
 TEST(Tuner, DirectRootedCallsAreTheModelsPickOnlyWhenSmall) {
   // Hand-offs so slow that one hop instead of several outweighs the root's extra copies: the
   // model rates direct broadcast fastest at 1 MB, and the tuner still does not pick it.
-  ModelConstants slowHops = constants();
-  slowHops.calibration.hopUs = 200;
-  slowHops.calibration.crowdedHopUs = 400;
-  std::vector<RankPlacement> placement(kRanks);
-  for (RankPlacement& x : placement) x.hostHash = 7;
-  Result<CostModel> m = CostModel::create(slowHops, placement, {}, 4);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  Result<Tuner> t = Tuner::create(options(), *m, nullptr);
-  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Tuner t = slowHopTuner();
   const uint64_t mb = 1 << 20;
-  const double directUs = *t->predictedUs(Collective::kBroadcast, Algorithm::kDirect, mb);
+  const double directUs = *t.predictedUs(Collective::kBroadcast, Algorithm::kDirect, mb);
   for (Algorithm a : {Algorithm::kRing, Algorithm::kTree}) {
-    EXPECT_LT(directUs, *t->predictedUs(Collective::kBroadcast, a, mb)) << algorithmName(a);
+    EXPECT_LT(directUs, *t.predictedUs(Collective::kBroadcast, a, mb)) << algorithmName(a);
   }
   for (Collective coll : {Collective::kBroadcast, Collective::kReduce}) {
-    EXPECT_TRUE(modelMayPick(Algorithm::kDirect, coll, 64 << 10));
+    EXPECT_TRUE(modelMayPick(Algorithm::kDirect, coll, 64 << 10, kRanks));
     for (int k = 17; k <= Tuner::kMaxSizeLog; ++k) {
       const uint64_t bytes = uint64_t{1} << k;
-      EXPECT_FALSE(modelMayPick(Algorithm::kDirect, coll, bytes));
-      EXPECT_NE(t->choose(coll, bytes).algo, Algorithm::kDirect) << collectiveName(coll) << bytes;
+      EXPECT_FALSE(modelMayPick(Algorithm::kDirect, coll, bytes, kRanks));
+      EXPECT_NE(t.choose(coll, bytes).algo, Algorithm::kDirect) << collectiveName(coll) << bytes;
       // The model still prices it, for BRAID_ALGO and braid-perf --algo all.
-      EXPECT_TRUE(t->predictedUs(coll, Algorithm::kDirect, bytes).has_value());
+      EXPECT_TRUE(t.predictedUs(coll, Algorithm::kDirect, bytes).has_value());
     }
   }
-  // Balanced collectives (every rank sends n-1 copies) are not limited.
-  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllGather, 1 << 20));
-  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 1 << 20));
+  // All-gather (each rank sends n-1 copies of a 1/n block) is not limited.
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllGather, 1 << 20, kRanks));
   TunerOptions o = options();
   o.algo = "broadcast:direct";
   const Choice forced = tuner(o).choose(Collective::kBroadcast, 1 << 20);
