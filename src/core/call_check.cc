@@ -48,4 +48,18 @@ Status CallCheckLedger::drain(bool useHistory) {
   return status;
 }
 
+Result<const SlotHeader*> CallCheckLedger::peekPointToPoint() {
+  for (;;) {
+    const SlotHeader* header = from_->tryPeek();
+    if (header == nullptr || header->call.coll == static_cast<uint8_t>(Collective::kSend)) {
+      return header;
+    }
+    // Collectives' checks, some of which may have landed after the last drain.
+    const CallDescriptor head = header->call;
+    RETURN_IF_ERROR(drain(/*useHistory=*/true));
+    const SlotHeader* next = from_->tryPeek();
+    if (next != nullptr && next->call == head) return next;  // not one this rank can take
+  }
+}
+
 }  // namespace braid

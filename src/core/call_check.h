@@ -73,11 +73,19 @@ class CallCheckLedger {
   /// The lock every use of the predecessor's check FIFO holds.
   TryLock& mutex() { return mutex_; }
 
+  /// drain() under the lock, attaching `from` first if nothing is attached yet - unless another
+  /// thread holds the lock: it is draining, and this caller's next look will see what it left.
+  Status tryDrain(bool useHistory, RecvConnector* from = nullptr) {
+    std::unique_lock<TryLock> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return okStatus();
+    if (from_ == nullptr) from_ = from;
+    return drain(useHistory);
+  }
+
   // The rest under mutex().
 
   /// The predecessor's check FIFO, once a call has made it.
   void attach(RecvConnector* from) { from_ = from; }
-  bool attached() const { return from_ != nullptr; }
 
   /// This call's check slot is due from the predecessor (unless a drain took it already).
   void expect(const CallDescriptor& call);
@@ -87,6 +95,11 @@ class CallCheckLedger {
   /// takes it) and at a call this rank has not made yet. `useHistory`: calls that expected no
   /// slot are compared too (only the calling thread may read the history).
   Status drain(bool useHistory);
+
+  /// The predecessor's next point-to-point check slot, once the collectives' slots ahead of it
+  /// are taken (drain); nullptr while none has come. A collective's slot this rank cannot take
+  /// yet (a call it has not made) is returned instead: the receive's check reports the mismatch.
+  Result<const SlotHeader*> peekPointToPoint();
 
   /// Whether few enough checks are outstanding for a call to return.
   bool withinLag() const { return pending_.size() <= maxLag_; }

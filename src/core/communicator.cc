@@ -389,8 +389,7 @@ Status Communicator::jobHealth() {
   if (callChecks_.hasPending()) {
     // Checks the last calls left outstanding (a broadcast root's, say), unless a call in
     // progress on another thread holds them: it takes them itself.
-    std::unique_lock<TryLock> lock(callChecks_.mutex(), std::try_to_lock);
-    Status mismatch = lock.owns_lock() ? callChecks_.drain(/*useHistory=*/false) : Status();
+    Status mismatch = callChecks_.tryDrain(/*useHistory=*/false);
     if (!mismatch.ok()) {
       fail(mismatch);
       return mismatch;

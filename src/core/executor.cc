@@ -263,15 +263,8 @@ Result<bool> PlanRun::takeCheckViaLedger(const Step& step, int channel, LaneStat
     state.recvDone = checks_->withinLag();
   } else {
     const SlotHeader* header = recv->tryPeek();
-    while (header != nullptr && fromPredecessor &&
-           header->call.coll != static_cast<uint8_t>(Collective::kSend)) {
-      // Collectives' checks that landed after the drain above: the ledger takes them first; one
-      // it cannot take (a call this rank has not made) is a mismatch, reported below.
-      const CallDescriptor head = header->call;
-      RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
-      const SlotHeader* next = recv->tryPeek();
-      if (next != nullptr && next->call == head) break;
-      header = next;
+    if (fromPredecessor) {
+      ASSIGN_OR_RETURN(header, checks_->peekPointToPoint());
     }
     if (header != nullptr) {
       RETURN_IF_ERROR(checkSlot(*header, peer, 0));
@@ -292,10 +285,7 @@ Result<bool> PlanRun::progress() {
     const Lane* last = plan_.lanes.empty() ? nullptr : &plan_.lanes.back();
     const bool ownCheck = last != nullptr && !last->steps.empty() &&
                           (last->steps.front().flags & kStepCallCheck) != 0;
-    if (!ownCheck && checks_->hasPending()) {
-      std::unique_lock<TryLock> lock(checks_->mutex(), std::try_to_lock);
-      if (lock.owns_lock()) RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
-    }
+    if (!ownCheck && checks_->hasPending()) RETURN_IF_ERROR(checks_->tryDrain(/*useHistory=*/true));
   }
   for (size_t l = 0; l < plan_.lanes.size(); ++l) {
     const Lane& lane = plan_.lanes[l];
@@ -332,15 +322,9 @@ Status PlanRun::findMismatch(const std::vector<int>& peers) {
   int ledgerPeer = -1;  // whose check slots the ledger judges
   if (checks_ != nullptr && checks_->predecessor() >= 0) {
     // The predecessor's check slots tell of its call whether or not this call waits on it.
-    std::unique_lock<TryLock> lock(checks_->mutex(), std::try_to_lock);
     ledgerPeer = checks_->predecessor();
-    if (lock.owns_lock()) {
-      if (!checks_->attached()) {
-        Result<RecvConnector*> recv = connectors_->recv(ledgerPeer, checkChannel);
-        if (recv.ok()) checks_->attach(*recv);
-      }
-      RETURN_IF_ERROR(checks_->drain(/*useHistory=*/true));
-    }
+    Result<RecvConnector*> recv = connectors_->recv(ledgerPeer, checkChannel);
+    RETURN_IF_ERROR(checks_->tryDrain(/*useHistory=*/true, recv.ok() ? *recv : nullptr));
   }
   for (int peer : peers) {
     const int lastChannel = peer == ledgerPeer ? checkChannel - 1 : checkChannel;
