@@ -21,8 +21,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// --tune: what one variant's measurement at one size may take (at least two iterations, at most
-// -n): enough to see through noise at small sizes without making the large ones take hours.
+// --tune: what one variant's measurement at one size may take at most (at least two iterations):
+// large sizes must not take hours. Short calls are timed as --algo all times them: at -n 40 a
+// 128 B call was timed over 7 us, and one hiccup put ring/512K into the table where rd was 1.6x
+// faster.
 constexpr double kTuneSeconds = 0.05;
 // --algo all: what one algorithm's measurement at one size takes at least (more iterations than
 // -n where calls are short, at most kAlgoAllMaxIters). At -n 40 an 8 KB call is timed over 25 us,
@@ -33,8 +35,8 @@ constexpr int kAlgoAllMaxIters = 100000;
 /// How measure() picks its iteration count.
 enum class IterationCount {
   kFixed,    ///< -n
-  kAtMost,   ///< --tune: as many as fit kTuneSeconds, at most -n, at least two
   kAtLeast,  ///< --algo all: -n, or more until kAlgoAllSeconds
+  kBounded,  ///< --tune: as kAtLeast, but no more than fit kTuneSeconds (at least two)
 };
 
 Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
@@ -248,7 +250,7 @@ class RankBench {
     for (size_t c = 0; c < measured(); ++c) {
       for (bool inPlace : {false, true}) {
         if (inPlace && columns()) continue;
-        const IterationCount count = tuneMode()       ? IterationCount::kAtMost
+        const IterationCount count = tuneMode()       ? IterationCount::kBounded
                                      : algoColumns() ? IterationCount::kAtLeast
                                                      : IterationCount::kFixed;
         ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace, count));
@@ -439,12 +441,12 @@ class RankBench {
       RETURN_IF_ERROR(apiStatus(braidAllReduce(&once, &once, 1, braidFloat64, braidMax, comm,
                                                nullptr),
                                 "braidAllReduce (iteration time)", comm));
-      if (count == IterationCount::kAtMost) {
-        iters = std::clamp(static_cast<int>(kTuneSeconds / std::max(once, 1e-9)),
-                           std::min(2, opt_.iters), opt_.iters);
-      } else {
-        const double fit = std::min(kAlgoAllSeconds / std::max(once, 1e-9), 1.0 * kAlgoAllMaxIters);
-        iters = std::max(opt_.iters, static_cast<int>(fit));
+      once = std::max(once, 1e-9);
+      const double fit = std::min(kAlgoAllSeconds / once, 1.0 * kAlgoAllMaxIters);
+      iters = std::max(opt_.iters, static_cast<int>(fit));
+      if (count == IterationCount::kBounded) {
+        const int budget = static_cast<int>(std::min(kTuneSeconds / once, 1.0 * kAlgoAllMaxIters));
+        iters = std::max(std::min(2, opt_.iters), std::min(iters, budget));
       }
     }
     RETURN_IF_ERROR(barrier(comm));

@@ -273,16 +273,19 @@ double TuneRecorder::time(uint64_t bytes, size_t variant) const {
 std::vector<TuningEntry> TuneRecorder::entries() const {
   std::vector<TuningEntry> out;
   uint64_t previous = 0;
+  size_t last = 0;  // the variant of out.back()
   for (auto it = times_.begin(); it != times_.end(); ++it) {
-    const auto [v, t] = best(it->first);
+    auto [v, t] = best(it->first);
     if (t < 0) continue;
-    const TuneVariant& variant = variants_[v];
+    // The sizes below keep their variant while it is within the tolerance of the fastest: equal
+    // plans (chunks larger than the message) must not split the table by noise alone.
+    const double kept = out.empty() ? -1 : time(it->first, last);
+    if (kept >= 0 && kept <= t * (1 + kTolerance)) v = last, t = kept;
     // This size's range starts halfway (in log scale) from the previous measured size.
     const double mid = std::sqrt(double(previous) * double(it->first));
     const uint64_t lo = out.empty() ? 0 : static_cast<uint64_t>(std::llround(mid));
     previous = it->first;
-    if (!out.empty() && out.back().algo == variant.algo &&
-        out.back().chunkBytes == variant.chunkBytes && out.back().nchannels == variant.nchannels) {
+    if (!out.empty() && v == last) {
       out.back().timeUs = t;
       continue;
     }
@@ -290,6 +293,7 @@ std::vector<TuningEntry> TuneRecorder::entries() const {
       out.back().toInf = false;
       out.back().maxBytes = lo;
     }
+    const TuneVariant& variant = variants_[v];
     TuningEntry e;
     e.minBytes = lo;
     e.toInf = true;
@@ -298,6 +302,7 @@ std::vector<TuningEntry> TuneRecorder::entries() const {
     e.nchannels = variant.nchannels;
     e.timeUs = t;
     out.push_back(e);
+    last = v;
   }
   return out;
 }

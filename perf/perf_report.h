@@ -104,8 +104,10 @@ class TuneRecorder {
   /// The fastest recorded time of `variant` at `bytes`, or a negative number.
   double time(uint64_t bytes, size_t variant) const;
   /// One entry per run of sizes whose fastest variant is the same; ranges meet at the geometric
-  /// mean of neighbouring sizes, the first starts at 0 and the last has no end.
+  /// mean of neighbouring sizes, the first starts at 0 and the last has no end. A size keeps the
+  /// previous size's variant while that is within kTolerance of its fastest.
   std::vector<TuningEntry> entries() const;
+  static constexpr double kTolerance = 0.03;
   const std::vector<TuneVariant>& variants() const { return variants_; }
 
  private:

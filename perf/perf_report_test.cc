@@ -198,6 +198,36 @@ TEST(PerfReport, TuneVariantsAndTheTableTheyMake) {
   EXPECT_EQ(table.find(Collective::kAllReduce, 4, 600)->algo, Algorithm::kRing);
 }
 
+TEST(PerfReport, TheTableKeepsAVariantWhileItIsWithinTheToleranceOfTheFastest) {
+  const std::vector<TuneVariant> v = {{Algorithm::kRd, 32 << 10, 1},
+                                      {Algorithm::kRd, 512 << 10, 1},
+                                      {Algorithm::kTree, 128 << 10, 2}};
+  TuneRecorder rec(v);
+  // Up to 4 KiB the two rd variants are the same plan and trade places by noise; at 64 KiB rd/32K
+  // is 10% slower than rd/512K, at 1 MiB tree is fastest.
+  const double ahead = 1 + TuneRecorder::kTolerance / 2;
+  for (uint64_t bytes : {uint64_t{8}, uint64_t{64}, uint64_t{4096}}) {
+    const bool flip = bytes == 64;
+    rec.record(bytes, 0, flip ? 2 * ahead : 2);
+    rec.record(bytes, 1, flip ? 2 : 2 * ahead);
+    rec.record(bytes, 2, 6);
+  }
+  rec.record(64 << 10, 0, 11);
+  rec.record(64 << 10, 1, 10);
+  rec.record(64 << 10, 2, 12);
+  rec.record(1 << 20, 1, 200);
+  rec.record(1 << 20, 2, 150);
+  EXPECT_EQ(rec.best(64).first, 1u);  // the fastest as measured
+  const std::vector<TuningEntry> e = rec.entries();
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].chunkBytes, 32u << 10);  // 8 B - 4 KiB: one entry, rd/32K
+  EXPECT_EQ(e[0].maxBytes, 16u << 10);
+  EXPECT_DOUBLE_EQ(e[0].timeUs, 2);
+  EXPECT_EQ(e[1].algo, Algorithm::kRd);  // 64 KiB: rd/32K is 10% behind, beyond the tolerance
+  EXPECT_EQ(e[1].chunkBytes, 512u << 10);
+  EXPECT_EQ(e[2].algo, Algorithm::kTree);
+}
+
 TEST(PerfReport, TuneRowsLineUpWithTheHeader) {
   const std::vector<std::string> h = lines(formatTuneColumnHeader());
   ASSERT_EQ(h.size(), 2u);
