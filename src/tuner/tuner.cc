@@ -39,6 +39,16 @@ constexpr uint64_t kDirectAllReduceMaxSent = 64 * 1024;
 // took rd on 2 channels from 16 KB, which lost to one channel timed as above).
 constexpr uint64_t kMinChannelBytes = 32 * 1024;
 
+// The model gives calls above this size no chunk below it. It rates smaller chunks a finer
+// pipeline at little cost per step, but each step costs more than it sees: 32 KiB chunks against
+// 128 KiB, one channel: 2 ranks, ring all-reduce 512 KB 82-101 / 42-59 us, 8 MB 1.3-1.9 /
+// 0.78-0.97 ms, tree 8 MB 1.6-2.2 / 1.2-1.5 ms; 3 ranks on 2 cores, ring all-reduce 2 MB
+// 694-746 / 403-554 us, 8 MB 4.0-4.9 / 2.1-3.0 ms, all-gather 2 MB 386-480 / 193-204 us;
+// 4 ranks, all-reduce 8 MB 4.6-4.7 / 2.6-3.0 ms, broadcast 8 MB 2.4-3.6 / 1.2-1.9 ms. The model
+// had picked 32 KiB chunks for tree at 4-8 MB (2 ranks) and hier at 2-16 MB (3 ranks): regret up
+// to 95% and 133%.
+constexpr uint64_t kMinLargeCallChunkBytes = 128 * 1024;
+
 
 std::string sizeText(uint64_t bytes) {
   static constexpr std::pair<uint64_t, const char*> kUnits[] = {
@@ -179,6 +189,10 @@ Status Tuner::buildGrid(const CostModel& model) {
         auto consider = [&](size_t i, int ch) {
           // A message no larger than a smaller candidate's chunk plans the same with this one.
           if (i > 0 && bytes <= chunks[i - 1]) return;
+          if (bytes > kMinLargeCallChunkBytes && chunks[i] < kMinLargeCallChunkBytes &&
+              chunks.back() >= kMinLargeCallChunkBytes) {
+            return;
+          }
           Result<double> us = model.predict(coll, algo, bytes, chunks[i], ch);
           if (!us.ok()) return;  // a shape this algorithm cannot plan: not a candidate
           if (cell.us < 0 || us.value() < cell.us) cell = Cell{us.value(), chunks[i], ch};

@@ -141,6 +141,34 @@ TEST(Tuner, EveryChannelOfAModelChoiceCarriesAtLeast32KiB) {
   }
 }
 
+TEST(Tuner, CallsAbove128KiBGetNoSmallerChunk) {
+  // A core cache of 64 KiB: only 32 KiB chunks stay in it, so the model favours them at any size.
+  ModelConstants smallCache = constants();
+  smallCache.host.coreCacheBytes = 64 << 10;
+  for (int n : {2, 3, 4}) {
+    std::vector<RankPlacement> placement(static_cast<size_t>(n));
+    for (RankPlacement& x : placement) x.hostHash = 7;
+    Result<CostModel> m = CostModel::create(smallCache, placement, {}, 4);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const uint64_t mb = 1 << 20;
+    EXPECT_LT(*m->predict(Collective::kAllReduce, Algorithm::kRing, mb, 32 << 10, 1),
+              *m->predict(Collective::kAllReduce, Algorithm::kRing, mb, 128 << 10, 1))
+        << n << " ranks";
+    TunerOptions o = options();
+    o.nranks = n;
+    Result<Tuner> t = Tuner::create(o, *m, nullptr);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    for (Collective coll : modelled()) {
+      for (int k = 18; k <= Tuner::kMaxSizeLog; ++k) {
+        EXPECT_GE(t->choose(coll, uint64_t{1} << k).chunkBytes, 128u << 10)
+            << n << " ranks, " << collectiveName(coll) << " " << (uint64_t{1} << k);
+      }
+    }
+    // Up to 128 KiB the smallest chunk is still a candidate.
+    EXPECT_EQ(t->choose(Collective::kAllReduce, 32 << 10).chunkBytes, 32u << 10) << n;
+  }
+}
+
 TEST(Tuner, DirectAllReduceIsTheModelsPickOnlyWhileItsCopiesAreSmall) {
   // A rank sends n-1 full copies: under 64 KiB in all.
   EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 16 << 10, 4));
