@@ -49,7 +49,6 @@ constexpr uint64_t kMinChannelBytes = 32 * 1024;
 // to 95% and 133%.
 constexpr uint64_t kMinLargeCallChunkBytes = 128 * 1024;
 
-
 std::string sizeText(uint64_t bytes) {
   static constexpr std::pair<uint64_t, const char*> kUnits[] = {
       {1ull << 30, "G"}, {1ull << 20, "M"}, {1ull << 10, "K"}};

@@ -27,10 +27,10 @@ ModelConstants constants() {
   return m;
 }
 
-CostModel model(int n = kRanks) {
+CostModel model(int n = kRanks, const ModelConstants& c = constants()) {
   std::vector<RankPlacement> p(static_cast<size_t>(n));
   for (RankPlacement& x : p) x.hostHash = 7;
-  Result<CostModel> m = CostModel::create(constants(), p, {}, 4);
+  Result<CostModel> m = CostModel::create(c, p, {}, 4);
   EXPECT_TRUE(m.ok()) << m.status().message();
   return std::move(m).value();
 }
@@ -45,8 +45,9 @@ TunerOptions options() {
   return o;
 }
 
-Tuner tuner(const TunerOptions& o, const TuningTable* table = nullptr) {
-  Result<Tuner> t = Tuner::create(o, model(o.nranks), table);
+Tuner tuner(const TunerOptions& o, const TuningTable* table = nullptr,
+            const ModelConstants& c = constants()) {
+  Result<Tuner> t = Tuner::create(o, model(o.nranks, c), table);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return t.ok() ? std::move(t).value() : Tuner();
 }
@@ -57,14 +58,7 @@ Tuner slowHopTuner() {
   ModelConstants slowHops = constants();
   slowHops.calibration.hopUs = 200;
   slowHops.calibration.crowdedHopUs = 400;
-  std::vector<RankPlacement> placement(kRanks);
-  for (RankPlacement& x : placement) x.hostHash = 7;
-  Result<CostModel> m = CostModel::create(slowHops, placement, {}, 4);
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  if (!m.ok()) return Tuner();
-  Result<Tuner> t = Tuner::create(options(), *m, nullptr);
-  EXPECT_TRUE(t.ok()) << t.status().message();
-  return t.ok() ? std::move(t).value() : Tuner();
+  return tuner(options(), nullptr, slowHops);
 }
 
 TuningTable table(const std::string& lines) {
@@ -146,26 +140,22 @@ TEST(Tuner, CallsAbove128KiBGetNoSmallerChunk) {
   ModelConstants smallCache = constants();
   smallCache.host.coreCacheBytes = 64 << 10;
   for (int n : {2, 3, 4}) {
-    std::vector<RankPlacement> placement(static_cast<size_t>(n));
-    for (RankPlacement& x : placement) x.hostHash = 7;
-    Result<CostModel> m = CostModel::create(smallCache, placement, {}, 4);
-    ASSERT_TRUE(m.ok()) << m.status().message();
+    const CostModel m = model(n, smallCache);
     const uint64_t mb = 1 << 20;
-    EXPECT_LT(*m->predict(Collective::kAllReduce, Algorithm::kRing, mb, 32 << 10, 1),
-              *m->predict(Collective::kAllReduce, Algorithm::kRing, mb, 128 << 10, 1))
+    EXPECT_LT(*m.predict(Collective::kAllReduce, Algorithm::kRing, mb, 32 << 10, 1),
+              *m.predict(Collective::kAllReduce, Algorithm::kRing, mb, 128 << 10, 1))
         << n << " ranks";
     TunerOptions o = options();
     o.nranks = n;
-    Result<Tuner> t = Tuner::create(o, *m, nullptr);
-    ASSERT_TRUE(t.ok()) << t.status().message();
+    const Tuner t = tuner(o, nullptr, smallCache);
     for (Collective coll : modelled()) {
       for (int k = 18; k <= Tuner::kMaxSizeLog; ++k) {
-        EXPECT_GE(t->choose(coll, uint64_t{1} << k).chunkBytes, 128u << 10)
+        EXPECT_GE(t.choose(coll, uint64_t{1} << k).chunkBytes, 128u << 10)
             << n << " ranks, " << collectiveName(coll) << " " << (uint64_t{1} << k);
       }
     }
     // Up to 128 KiB the smallest chunk is still a candidate.
-    EXPECT_EQ(t->choose(Collective::kAllReduce, 32 << 10).chunkBytes, 32u << 10) << n;
+    EXPECT_EQ(t.choose(Collective::kAllReduce, 32 << 10).chunkBytes, 32u << 10) << n;
   }
 }
 
