@@ -324,7 +324,8 @@ Status Bootstrap::Impl::ringStep(const void* sendData, void* recvData, size_t by
   return okStatus();
 }
 
-Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op) {
+Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op,
+                                  double graceSeconds) {
   if (ringBroken_) return *ringBroken_;
   if (bytesPerRank > kMaxFrameBytes) {
     return invalidArgument(std::string(opName(op)) + ": " + std::to_string(bytesPerRank) +
@@ -333,7 +334,7 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op) {
   }
   if (bytesPerRank > 0 && data == nullptr) return invalidArgument("allGather: null buffer");
   auto* bytes = static_cast<uint8_t*>(data);
-  const Deadline deadline = opDeadline();
+  const Deadline deadline = opDeadline(graceSeconds);
   // Step s forwards the block that came from rank - s: after nranks-1 steps each rank has all.
   for (int step = 0; step < nranks_ - 1; ++step) {
     const size_t sendBlock = static_cast<size_t>((rank_ - step + nranks_) % nranks_);
@@ -541,8 +542,8 @@ Result<Secret> Bootstrap::deriveKey(std::string_view label) const {
   return hmacSha256(impl_->secret().data(), impl_->secret().size(), label.data(), label.size());
 }
 
-Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
-  return impl_->allGather(data, bytesPerRank, RingOp::kAllGather);
+Status Bootstrap::allGather(void* data, size_t bytesPerRank, double graceSeconds) {
+  return impl_->allGather(data, bytesPerRank, RingOp::kAllGather, graceSeconds);
 }
 Status Bootstrap::barrier() { return impl_->allGather(nullptr, 0, RingOp::kBarrier); }
 Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t bytes) {

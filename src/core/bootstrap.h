@@ -86,8 +86,9 @@ class Bootstrap {
 
   /// data holds nranks blocks of bytesPerRank; this rank's block is filled, the rest is received.
   /// Runs nranks-1 steps around the ring. After a failure the ring is torn down (so the failure
-  /// reaches every rank quickly) and later ring operations return the same error.
-  Status allGather(void* data, size_t bytesPerRank);
+  /// reaches every rank quickly) and later ring operations return the same error. graceSeconds
+  /// lengthens the wait beyond the timeout, for a block a rank is known to take long to fill.
+  Status allGather(void* data, size_t bytesPerRank, double graceSeconds = 0);
   /// Returns once every rank has entered the barrier.
   Status barrier();
   /// Point-to-point messages; a (peer, tag) pair is delivered in order. Sizes must match exactly.

@@ -71,7 +71,7 @@ class Bootstrap::Impl {
   const SocketAddress& listenAddress() const { return listenAddress_; }
   const Secret& secret() const { return secret_; }
 
-  Status allGather(void* data, size_t bytesPerRank, RingOp op);
+  Status allGather(void* data, size_t bytesPerRank, RingOp op, double graceSeconds = 0);
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, void* data, size_t bytes);
   Result<SplitResult> split(int color, int key);
@@ -80,8 +80,9 @@ class Bootstrap::Impl {
   Impl(int rank, int nranks, const Secret& secret, Socket listener, const SocketAddress& address,
        const WaitPolicy& wait);
 
-  Deadline opDeadline() const {
-    return Deadline::after(wait_.timeoutSeconds, wait_.abort);
+  Deadline opDeadline(double graceSeconds = 0) const {
+    const double timeout = wait_.timeoutSeconds;  // 0: no limit, with or without grace
+    return Deadline::after(timeout > 0 ? timeout + graceSeconds : 0, wait_.abort);
   }
   /// Connects, authenticates and identifies to a peer's listener; returns once admitted.
   Result<Socket> connectPeer(int peer, Purpose purpose, const Deadline& deadline,

@@ -35,13 +35,14 @@ using RankBody = std::function<Status(int rank, Bootstrap& b)>;
 // Joins n ranks from n threads and runs body on each; the statuses of join-or-body per rank.
 std::vector<Status> runRanks(int n, const braidUniqueId& id, const RankBody& body,
                              const std::string& ifname = "lo",
-                             const std::function<void(int)>& beforeJoin = {}) {
+                             const std::function<void(int)>& beforeJoin = {},
+                             const WaitPolicy& wait = testWait()) {
   std::vector<Status> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       if (beforeJoin) beforeJoin(r);
-      Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id, r, n, ifname, testWait());
+      Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id, r, n, ifname, wait);
       if (!b.ok()) {
         out[static_cast<size_t>(r)] = b.status();
         return;
@@ -138,6 +139,28 @@ TEST(Bootstrap, LateRanksStillJoin) {
   expectAllOk(runRanks(
       4, id, [](int r, Bootstrap& b) { return checkedAllGather(r, b, 5); }, "lo",
       [](int r) { std::this_thread::sleep_for(std::chrono::milliseconds(150 * (3 - r))); }));
+}
+
+// A rank that takes longer than the timeout to reach an allGather (rank 0 of a communicator
+// measuring the host) fails the others unless they grant it grace.
+TEST(Bootstrap, AllGatherGraceOutlastsTheTimeout) {
+  WaitPolicy shortWait;
+  shortWait.timeoutSeconds = 1;
+  for (const double grace : {0.0, 30.0}) {
+    const std::vector<Status> statuses = runRanks(
+        2, newRoot(),
+        [grace](int r, Bootstrap& b) {
+          if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+          uint8_t data[2] = {static_cast<uint8_t>(r), static_cast<uint8_t>(r)};
+          return b.allGather(data, 1, r == 0 ? grace : 0);
+        },
+        "lo", {}, shortWait);
+    if (grace == 0) {
+      EXPECT_EQ(statuses[0].code(), braidTimeout) << statuses[0].message();
+    } else {
+      expectAllOk(statuses);
+    }
+  }
 }
 
 TEST(Bootstrap, DefaultInterface) {

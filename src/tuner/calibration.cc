@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -282,7 +283,18 @@ Result<CalibrationResult> hostCalibration(const std::string& cacheDir, uint64_t 
   }
   ProbeOptions options;
   if (llcBytes > 0) options.llcBytes = llcBytes;
+  const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(result.calibration, measureCalibration(options));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (seconds > options.budgetSeconds) {
+    char why[160];
+    std::snprintf(why, sizeof(why),
+                  "the probe ran past its %.0f s budget (%.1f s: a slow or busy host), so its "
+                  "last measurements ran once each",
+                  options.budgetSeconds, seconds);
+    result.note += (result.note.empty() ? "" : "; ") + std::string(why);
+  }
   result.source = CalibrationSource::kMeasured;
   processCache()[key] = result.calibration;
   if (!result.cacheFile.empty()) {

@@ -198,26 +198,16 @@ Result<double> runGroup(const std::vector<Plan>& plans, const std::vector<PlanBu
       .count();
 }
 
-/// The given quantile of `runs` timings: other work on a shared machine only ever makes a run
-/// slower, so a low quantile of many short runs sees through it where one long run cannot.
-template <typename F>
-Result<double> lowQuantile(int runs, double quantile, F&& once) {
-  std::vector<double> seconds;
-  for (int i = 0; i < runs; ++i) {
-    ASSIGN_OR_RETURN(double s, once(i));
-    seconds.push_back(s);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[static_cast<size_t>(quantile * double(seconds.size() - 1))];
-}
-
 int scaled(double effort, int count) {
   return std::max(2, static_cast<int>(std::lround(count * effort)));
 }
 
 class Probe {
  public:
-  explicit Probe(const ProbeOptions& options) : options_(options) {}
+  explicit Probe(const ProbeOptions& options)
+      : options_(options),
+        deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(options.budgetSeconds))) {}
 
   Result<Calibration> run() {
     Calibration c;
@@ -279,6 +269,20 @@ class Probe {
   static constexpr int kCalls = 10;
 
   int runs(int count) const { return scaled(options_.effort, count * options_.repeats); }
+
+  /// The given quantile of `runs` timings: other work on a shared machine only ever makes a run
+  /// slower, so a low quantile of many short runs sees through it where one long run cannot.
+  /// Past the budget, the runs so far (at least one) count.
+  template <typename F>
+  Result<double> lowQuantile(int count, double quantile, F&& once) const {
+    std::vector<double> seconds;
+    for (int i = 0; i < count && (i == 0 || Clock::now() < deadline_); ++i) {
+      ASSIGN_OR_RETURN(double s, once(i));
+      seconds.push_back(s);
+    }
+    std::sort(seconds.begin(), seconds.end());
+    return seconds[static_cast<size_t>(quantile * double(seconds.size() - 1))];
+  }
 
 
   /// Microseconds per executed step that copies one float locally, on one thread.
@@ -499,6 +503,7 @@ class Probe {
   }
 
   ProbeOptions options_;
+  Clock::time_point deadline_;
   std::vector<std::vector<int>> apart_;
   std::vector<std::vector<int>> crowded_;
   Buffer src_;

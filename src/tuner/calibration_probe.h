@@ -22,6 +22,10 @@ struct ProbeOptions {
   int repeats = 3;
   /// Scales every iteration count (tests use a small one).
   double effort = 1.0;
+  /// Past this many seconds each remaining measurement runs once: on a host many times slower
+  /// than it should be (a sanitizer build, a crowded machine) the ranks waiting for the
+  /// calibration see it in seconds, not minutes. A normal host needs well under a second.
+  double budgetSeconds = 5.0;
 };
 
 /// Measures this host. Errors only when the data path itself fails (a bug, not a slow machine).

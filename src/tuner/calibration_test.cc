@@ -91,6 +91,17 @@ TEST(Calibration, ProbeMeasuresThroughTheDataPath) {
   EXPECT_GT(c.value().hopUs, 0);
 }
 
+// Past its budget every measurement still runs once: a slow host gets a complete calibration.
+TEST(Calibration, ProbePastItsBudgetStillMeasuresEverything) {
+  ProbeOptions options;
+  options.llcBytes = 1 << 20;
+  options.budgetSeconds = 0;
+  Result<Calibration> c = measureCalibration(options);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(validateCalibration(c.value()).ok());
+  EXPECT_GT(c.value().crowdedHopUs, 0);
+}
+
 class CalibrationCache : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -19,6 +19,9 @@ namespace {
 // What rank 0 hands every rank: a status byte, the constants, and the error text when it failed.
 constexpr size_t kMessageBytes = 256;
 constexpr size_t kSharedBytes = 1 + kModelConstantsWireBytes + kMessageBytes;
+// How much longer than the timeout ranks wait for rank 0's calibration: the probe's budget
+// (ProbeOptions::budgetSeconds) and its last measurements, once each, with room to spare.
+constexpr double kCalibrationGraceSeconds = 30;
 
 /// Puts the probe's figures (if any) into rank 0's host shape, and says where they came from.
 void applyNetworkProbe(const TunerContext& ctx, const NetworkProbe& probe, HostShape& host) {
@@ -84,7 +87,8 @@ Result<ModelConstants> sharedConstants(const TunerContext& ctx) {
                   std::min(text.size(), kMessageBytes - 1));
     }
   }
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(buffer.data(), kSharedBytes)
+  // Rank 0 may be measuring the host (once per host and build): the others wait for it.
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(buffer.data(), kSharedBytes, kCalibrationGraceSeconds)
                       .withContext("sharing the tuner's calibration"));
   const uint8_t* root = buffer.data();
   if (root[0] != 1) {
