@@ -188,7 +188,8 @@ void BM_PlanRunAllReduce(benchmark::State& state, int nranks, Algorithm algo, bo
 // ranks outnumber the cores (the behaviour before oversubscription was taken into account).
 const bool kRegistered = [] {
   for (int n : {2, 4}) {
-    for (Algorithm algo : {Algorithm::kRing, Algorithm::kDirect, Algorithm::kRhd}) {
+    for (Algorithm algo : {Algorithm::kRing, Algorithm::kDirect, Algorithm::kRhd, Algorithm::kRd,
+                           Algorithm::kTree}) {
       for (bool spin : {false, true}) {
         if (spin && n <= 2) continue;
         const std::string name = "BM_PlanRunAllReduce/" + std::to_string(n) + "ranks/" +
@@ -197,6 +198,7 @@ const bool kRegistered = [] {
             ->Arg(8)
             ->Arg(64 << 10)
             ->Arg(1 << 20)
+            ->Arg(4 << 20)
             ->Threads(n)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);

@@ -132,7 +132,8 @@ TEST_F(CalibrationCache, SecondInitReadsTheFile) {
   Result<CalibrationResult> first = hostCalibration(dir_, kHost, 1 << 20);
   ASSERT_TRUE(first.ok()) << first.status().message();
   EXPECT_EQ(first.value().source, CalibrationSource::kMeasured);
-  EXPECT_TRUE(first.value().note.empty()) << first.value().note;
+  // (A slow host - a sanitizer build - may note that the probe ran past its budget.)
+  EXPECT_EQ(first.value().note.find("not cached"), std::string::npos) << first.value().note;
   ASSERT_TRUE(std::filesystem::exists(first.value().cacheFile));
 
   // The same process asks again: no file access needed.
