@@ -4,6 +4,7 @@
 //
 // BM_PlanRunAllReduce/<bytes>/<algorithm>/threads:<n>: time per all-reduce of `bytes` (float32
 // sum). With more ranks than cores this measures what oversubscription costs the wait strategy.
+// BM_PlanRunDepth/chunk:<bytes>/slots:<n>: a 4 MiB ring all-reduce of two ranks, by pipeline depth.
 //   braid_benchmarks --benchmark_filter='BM_PlanRun' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
@@ -24,7 +25,7 @@
 namespace braid {
 namespace {
 
-constexpr uint32_t kSlotBytes = 128 << 10;
+constexpr uint32_t kSlotBytes = 128 << 10;  // the chunk, one per slot
 constexpr uint32_t kNslots = 4;
 constexpr size_t kMetaBytes = 8192;
 
@@ -36,9 +37,10 @@ struct FreeDeleter {
 class LocalWorld {
  public:
   /// hostRanks as the shm transport would set it (0: the engine assumes a core per rank).
-  LocalWorld(int nranks, uint32_t hostRanks) : nranks_(nranks), wakers_(new Waker[nranks]) {
+  LocalWorld(int nranks, uint32_t hostRanks, uint32_t slotBytes, uint32_t nslots)
+      : nranks_(nranks), slotBytes_(slotBytes), nslots_(nslots), wakers_(new Waker[nranks]) {
     for (int r = 0; r < nranks; ++r) wakers_[r].hostRanks = hostRanks;
-    stride_ = kMetaBytes + size_t{kNslots} * kSlotBytes;
+    stride_ = kMetaBytes + size_t{nslots} * slotBytes;
     memory_.reset(std::aligned_alloc(4096, stride_ * nranks * nranks));
     for (int r = 0; r < nranks; ++r) {
       for (int s = 0; s < nranks; ++s) new (fifo(r, s).control) FifoControl();
@@ -52,13 +54,15 @@ class LocalWorld {
     v.control = reinterpret_cast<FifoControl*>(base);
     v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
     v.data = base + kMetaBytes;
-    v.nslots = kNslots;
-    v.slotBytes = kSlotBytes;
+    v.nslots = nslots_;
+    v.slotBytes = slotBytes_;
     return v;
   }
 
  private:
   int nranks_;
+  uint32_t slotBytes_;
+  uint32_t nslots_;
   size_t stride_ = 0;
   std::unique_ptr<Waker[]> wakers_;
   std::unique_ptr<void, FreeDeleter> memory_;
@@ -116,14 +120,29 @@ struct World {
   Status status;
 };
 
-World& worldFor(int nranks, size_t bytes, Algorithm algo, bool spin) {
+/// What one benchmark runs: the call, and the FIFOs' chunk (= slot) size and depth.
+struct Shape {
+  int nranks = 2;
+  size_t bytes = 0;
+  Algorithm algo = Algorithm::kRing;
+  bool spin = false;
+  uint32_t chunkBytes = kSlotBytes;
+  uint32_t nslots = kNslots;
+  auto key() const { return std::tuple(nranks, bytes, algo, spin, chunkBytes, nslots); }
+};
+
+World& worldFor(const Shape& shape) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, size_t, Algorithm, bool>, std::unique_ptr<World>> worlds;
+  static std::map<decltype(shape.key()), std::unique_ptr<World>> worlds;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<World>& w = worlds[{nranks, bytes, algo, spin}];
+  std::unique_ptr<World>& w = worlds[shape.key()];
   if (w) return *w;
+  const int nranks = shape.nranks;
+  const size_t bytes = shape.bytes;
+  const Algorithm algo = shape.algo;
   w = std::make_unique<World>();
-  w->fifos = std::make_unique<LocalWorld>(nranks, spin ? 0 : nranks);
+  w->fifos = std::make_unique<LocalWorld>(nranks, shape.spin ? 0 : nranks, shape.chunkBytes,
+                                          shape.nslots);
   w->reducer = kernels::Reducer(braidFloat32, braidSum, nranks);
   w->call.count = bytes / sizeof(float);
   w->call.algo = static_cast<uint8_t>(algo);
@@ -142,7 +161,7 @@ World& worldFor(int nranks, size_t bytes, Algorithm algo, bool spin) {
     req.rank = r;
     req.count = bytes / sizeof(float);
     req.elemSize = sizeof(float);
-    req.chunkBytes = kSlotBytes;
+    req.chunkBytes = shape.chunkBytes;
     Result<Plan> plan = buildPlan(req);
     if (!plan.ok()) {
       w->status = plan.status();
@@ -156,9 +175,10 @@ World& worldFor(int nranks, size_t bytes, Algorithm algo, bool spin) {
   return *w;
 }
 
-void BM_PlanRunAllReduce(benchmark::State& state, int nranks, Algorithm algo, bool spin) {
-  const auto bytes = static_cast<size_t>(state.range(0));
-  World& world = worldFor(nranks, bytes, algo, spin);
+void runAllReduce(benchmark::State& state, const Shape& shape) {
+  const int nranks = shape.nranks;
+  const size_t bytes = shape.bytes;
+  World& world = worldFor(shape);
   if (!world.status.ok()) {
     state.SkipWithError(world.status.message().c_str());
     return;
@@ -183,6 +203,27 @@ void BM_PlanRunAllReduce(benchmark::State& state, int nranks, Algorithm algo, bo
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(bytes));
 }
+
+void BM_PlanRunAllReduce(benchmark::State& state, int nranks, Algorithm algo, bool spin) {
+  runAllReduce(state, Shape{nranks, static_cast<size_t>(state.range(0)), algo, spin});
+}
+
+// The pipeline's depth: a 4 MiB ring all-reduce of two ranks with `chunk`-byte slots, `slots`
+// of them per FIFO. What a rank has in flight (chunk x slots), not the chunk alone, sets the
+// speed: 64 KiB x 4 runs at about half the rate of 64 KiB x 8 or 128 KiB x 4.
+void BM_PlanRunDepth(benchmark::State& state) {
+  Shape shape;
+  shape.bytes = 4 << 20;
+  shape.chunkBytes = static_cast<uint32_t>(state.range(0));
+  shape.nslots = static_cast<uint32_t>(state.range(1));
+  runAllReduce(state, shape);
+}
+BENCHMARK(BM_PlanRunDepth)
+    ->ArgNames({"chunk", "slots"})
+    ->ArgsProduct({{32 << 10, 64 << 10, 128 << 10, 512 << 10}, {2, 4, 8, 16}})
+    ->Threads(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // "/spin": the Wakers claim a core per rank, so the engine spins before yielding even when the
 // ranks outnumber the cores (the behaviour before oversubscription was taken into account).
