@@ -2,12 +2,16 @@
 // FIFOs and Wakers in process memory laid out as the shm transport lays them out, each rank
 // driving a PlanRun of an all-reduce through runTasks (the progress engine, waits included).
 //
-// BM_PlanRunAllReduce/<bytes>/<algorithm>/threads:<n>: time per all-reduce of `bytes` (float32
-// sum). With more ranks than cores this measures what oversubscription costs the wait strategy.
+// BM_PlanRunAllReduce/<bytes>/<algorithm>/threads:<n>: all-reduce of `bytes` (float32 sum).
+// With more ranks than cores this measures what oversubscription costs the wait strategy.
+// Read `call_us` (and bytes_per_second) for the time of one call: Google Benchmark counts every
+// thread's iterations, so its Time column is the call's time divided by the n ranks.
 // BM_PlanRunDepth/chunk:<bytes>/slots:<n>: a 4 MiB ring all-reduce of two ranks, by pipeline depth.
 //   braid_benchmarks --benchmark_filter='BM_PlanRun' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -187,6 +191,7 @@ void runAllReduce(benchmark::State& state, const Shape& shape) {
   PlanBuffers buffers{reinterpret_cast<const char*>(rs.input.data()),
                       reinterpret_cast<char*>(rs.output.data()),
                       reinterpret_cast<char*>(rs.scratch.data())};
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     PlanRun run(rs.plan, buffers, world.reducer, world.call, &rs.connectors);
     std::vector<ProgressTask> tasks(1);
@@ -198,10 +203,17 @@ void runAllReduce(benchmark::State& state, const Shape& shape) {
       break;
     }
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const float expected = static_cast<float>(nranks * (nranks + 1) / 2);
   if (!rs.output.empty() && rs.output[0] != expected) state.SkipWithError("wrong sum");
+  // Each rank took part in every call: its share of the bytes, so that the threads' sum is the
+  // calls' bytes, and its own time per call, averaged over the ranks.
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(bytes));
+                          static_cast<int64_t>(bytes / static_cast<size_t>(nranks)));
+  state.counters["call_us"] = benchmark::Counter(
+      seconds * 1e6 / static_cast<double>(std::max<int64_t>(1, state.iterations())),
+      benchmark::Counter::kAvgThreads);
 }
 
 void BM_PlanRunAllReduce(benchmark::State& state, int nranks, Algorithm algo, bool spin) {
@@ -210,7 +222,7 @@ void BM_PlanRunAllReduce(benchmark::State& state, int nranks, Algorithm algo, bo
 
 // The pipeline's depth: a 4 MiB ring all-reduce of two ranks with `chunk`-byte slots, `slots`
 // of them per FIFO. What a rank has in flight (chunk x slots), not the chunk alone, sets the
-// speed: 64 KiB x 4 runs at about half the rate of 64 KiB x 8 or 128 KiB x 4.
+// speed: 64 KiB x 4 runs at about half the rate of 64 KiB x 8 or 128 KiB x 4 (call_us).
 void BM_PlanRunDepth(benchmark::State& state) {
   Shape shape;
   shape.bytes = 4 << 20;
