@@ -270,7 +270,7 @@ class Probe {
 
   int runs(int count) const { return scaled(options_.effort, count * options_.repeats); }
 
-  /// The given quantile of `runs` timings: other work on a shared machine only ever makes a run
+  /// The given quantile of `count` timings: other work on a shared machine only ever makes a run
   /// slower, so a low quantile of many short runs sees through it where one long run cannot.
   /// Past the budget, the runs so far (at least one) count.
   template <typename F>
@@ -283,7 +283,6 @@ class Probe {
     std::sort(seconds.begin(), seconds.end());
     return seconds[static_cast<size_t>(quantile * double(seconds.size() - 1))];
   }
-
 
   /// Microseconds per executed step that copies one float locally, on one thread.
   Result<double> stepCost() {
