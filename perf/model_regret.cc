@@ -119,7 +119,8 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
   for (int r = 0; r < nranks; ++r) identity &= ring[static_cast<size_t>(r)] == r;
   if (identity) ring.clear();
   ASSIGN_OR_RETURN(CostModel model,
-                   CostModel::create(constants, placements, std::move(ring), config.nslots));
+                   CostModel::create(constants, placements, std::move(ring), config.nslots,
+                                     config.fifoBytes));
   if (describe) std::printf("# n=%d: %s\n", nranks, model.describe().c_str());
   // The communicator's default channel count (communicator.cc).
   constexpr int kDefaultMaxChannels = 4;

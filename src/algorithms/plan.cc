@@ -1,5 +1,6 @@
 #include "algorithms/plan.h"
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <set>
@@ -180,6 +181,25 @@ Status validateStep(const Plan& plan, const Step& s, uint32_t slotBytes) {
 }
 
 }  // namespace
+
+uint64_t sendWindowFor(const Plan& plan, uint64_t budget) {
+  std::set<std::pair<int, int>> connectors;  // (peer, channel)
+  uint64_t largest = 0;
+  for (const Lane& lane : plan.lanes) {
+    for (const Step& s : lane.steps) {
+      const StepShape shape = stepShape(s.op);
+      const uint64_t bytes = shape.independent ? s.sendBytes : s.bytes;
+      if (!shape.sends || bytes <= kLinePayloadBytes) continue;
+      const uint64_t footprint = (bytes + 63) / 64 * 64;
+      largest = std::max(largest, footprint);
+      for (int i = 0; i < s.nsend && i < kMaxStepPeers; ++i) {
+        connectors.emplace(s.sendPeers[i], lane.channel);
+      }
+    }
+  }
+  if (connectors.empty()) return 0;
+  return std::max(budget / connectors.size(), 3 * largest);
+}
 
 Status validatePlan(const Plan& plan, uint32_t slotBytes) {
   if (plan.elemSize == 0) return internalError("plan without an element size");

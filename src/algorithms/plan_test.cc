@@ -145,5 +145,39 @@ TEST(Plan, NamesRoundTrip) {
   EXPECT_NE(text.find("send bytes=4 to=2 src=in+0"), std::string::npos) << text;
 }
 
+Plan sends(int n, uint32_t bytes, int peer = 2) {
+  return planWith(std::vector<Step>(n, makeSend(peer, input(0), bytes)));
+}
+
+TEST(SendWindow, SharesTheBudgetAmongConnectorsWithLargePayloads) {
+  constexpr uint64_t kBudget = 1 << 20;
+  // One connector carrying 16 x 64 KiB: the whole budget.
+  Plan ring = sends(16, 64 << 10);
+  EXPECT_EQ(sendWindowFor(ring, kBudget), kBudget);
+  // A second channel to the same peer is a second connector: half each.
+  ring.lanes.push_back(Lane{1, ring.lanes[0].steps});
+  EXPECT_EQ(sendWindowFor(ring, kBudget), kBudget / 2);
+  // Two peers on one channel (a tree's children) likewise.
+  Plan tree = sends(16, 64 << 10);
+  for (Step& s : std::vector<Step>(16, makeSend(3, input(0), 64 << 10))) {
+    tree.lanes[0].steps.push_back(s);
+  }
+  EXPECT_EQ(sendWindowFor(tree, kBudget), kBudget / 2);
+}
+
+TEST(SendWindow, NeverUnderThreeOfTheLargestPayloadsAndNothingForSmallOnes) {
+  // 512 KiB payloads on four connectors: a quarter of 1 MiB would not hold one.
+  Plan wide = sends(8, 512 << 10);
+  for (int c = 1; c < 4; ++c) wide.lanes.push_back(Lane{c, wide.lanes[0].steps});
+  EXPECT_EQ(sendWindowFor(wide, 1 << 20), 3u * (512 << 10));
+  // A small call walks the whole budget too.
+  EXPECT_EQ(sendWindowFor(sends(2, 16 << 10), 1 << 20), 1u << 20);
+  // Rounded to whole cache lines, as the FIFO stores them.
+  EXPECT_EQ(sendWindowFor(sends(10, 100000), 1000), 3u * 100032);
+  // Payloads that ride in the FIFO's lines and call checks take no window.
+  Plan small = planWith({makeSend(2, input(0), kLinePayloadBytes), makeSend(2, input(0), 0)});
+  EXPECT_EQ(sendWindowFor(small, 1 << 20), 0u);
+}
+
 }  // namespace
 }  // namespace braid

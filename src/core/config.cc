@@ -97,9 +97,14 @@ const std::vector<ConfigVar>& table() {
        intField(&Config::nchannels, 1, kMaxChannels)},
       {{"BRAID_CHUNK_BYTES", "auto", "bytes per pipeline step and peer (e.g. 128K), 1K-16M"},
        byteField(&Config::chunkBytes, 1024, 16u << 20)},
-      {{"BRAID_NSLOTS", "4", "large-message slots per FIFO (pipelining depth above 4 KiB), 2-64"},
+      {{"BRAID_NSLOTS", "4",
+        "messages in flight per FIFO of the p2p, ib and socket transports, 2-64"},
        // One slot deadlocks a ring: every rank's only slot is full before anyone receives.
        intField(&Config::nslots, 2, kMaxSlots)},
+      {{"BRAID_FIFO_BYTES", "1M",
+        "payload bytes in flight per shared-memory FIFO, messages above 4 KiB (raised to twice "
+        "the largest chunk: 512K or BRAID_CHUNK_BYTES), 64K-256M"},
+       byteField(&Config::fifoBytes, 64u << 10, 256u << 20)},
       {{"BRAID_ALGO", "", "force algorithms, e.g. ring, ^tree, allreduce:rhd;broadcast:tree"},
        stringField(&Config::algo)},
       {{"BRAID_TRANSPORT", "", "allowed transports: shm,p2p,ib,socket; ^ excludes"},

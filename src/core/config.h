@@ -3,6 +3,7 @@
 // braid-perf --help-env prints it. A malformed value is an error naming the variable.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -26,7 +27,8 @@ struct Config {
   // Data path.
   int nchannels = 0;          ///< 0 = chosen by the tuner
   uint32_t chunkBytes = 0;    ///< 0 = chosen by the tuner
-  int nslots = 4;             ///< FIFO depth per connector
+  int nslots = 4;             ///< FIFO depth per connector of the network transports
+  uint32_t fifoBytes = 1u << 20;  ///< payload bytes in flight per shared-memory FIFO (asked for)
   uint32_t slotBytes = 0;     ///< derived: FIFO slot size, the largest chunk any call may use
 
   // Selection and topology (parsed further by the tuner / topology code).
@@ -51,6 +53,13 @@ struct Config {
   /// Reads the environment, with `overrides` ("NAME=value" strings) taking precedence.
   static Result<Config> load(const std::vector<std::string>& overrides = {});
 };
+
+/// The data area of a shared-memory FIFO: BRAID_FIFO_BYTES (64-byte aligned), raised to three of
+/// the largest messages, so that any call's window fits in it (transport/fifo.h).
+inline uint64_t shmRingBytes(const Config& config) {
+  const uint64_t slot = (uint64_t{config.slotBytes} + 63) / 64 * 64;
+  return std::max((uint64_t{config.fifoBytes} + 63) / 64 * 64, 3 * slot);
+}
 
 /// One documented variable; the table is what --help-env prints.
 struct ConfigVarInfo {

@@ -134,7 +134,7 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   if (shape.sends) {
     for (int i = 0; i < step.nsend; ++i) {
       ASSIGN_OR_RETURN(sends[i], connectors_->send(step.sendPeers[i], channel));
-      char* slot = sends[i]->trySlot(step.bytes);
+      char* slot = sends[i]->trySlot(step.bytes, plan_.sendWindow);
       if (slot == nullptr) {
         state.blockedOn = sends[i]->peerWaker();
         return StepResult::kBlocked;
@@ -198,7 +198,7 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
       state.sendDone = true;
     } else {
       ASSIGN_OR_RETURN(SendConnector * send, connectors_->send(step.sendPeers[0], channel));
-      if (char* slot = send->trySlot(step.sendBytes)) {
+      if (char* slot = send->trySlot(step.sendBytes, plan_.sendWindow)) {
         if (step.sendBytes > 0) kernels::copy(slot, in(step.src), step.sendBytes);
         send->post(step.sendBytes, call_);
         state.sendDone = moved = true;

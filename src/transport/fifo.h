@@ -10,8 +10,16 @@
 // most of the cost of a latency-bound hop. head and tail are still maintained. Such a FIFO may
 // have more lines than data slots, and beside each line a payload area of kSmallBytes: messages
 // that fit there never take a data slot, so small calls pipeline nlines deep (a broadcast root
-// runs that many calls ahead of slow receivers) while large slots stay few. Data slots are then
-// counted apart (dataHead, dataTail) and taken in order by the messages that need one.
+// runs that many calls ahead of slow receivers). Larger payloads are packed one after another into
+// the data area, each taking its size rounded up to a cache line, and start over at its beginning
+// once the next would end past the sender's window (at most dataBytes; the header's `reserved`
+// says where a payload starts). dataHead and dataTail count the bytes of a ring of dataBytes,
+// laps being dataBytes long whatever the window, so the sender never overtakes the receiver. The
+// bytes in flight, not the messages, then bound what a FIFO holds whatever the chunk size: depth
+// in bytes is what a large transfer's speed depends on (about 1 MiB in flight per core with a
+// 1 MiB L2; see executor_benchmark), and a call that moves less than its window keeps reusing
+// the same cache-hot bytes. A window of at least three of the caller's largest payloads always
+// has room for two of them, even just after starting over (with one, a ring can deadlock).
 //
 // Each waiting party owns a Waker: when it is about to sleep it raises `sleeping`; whoever changes
 // a counter it may wait on checks that flag afterwards and, if raised, bumps `seq` and wakes the
@@ -20,6 +28,7 @@
 // costs only one fence and one load per post.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -46,7 +55,7 @@ struct CallDescriptor {
 /// Written by the sender next to each slot.
 struct SlotHeader {
   uint32_t bytes;
-  uint32_t reserved;
+  uint32_t reserved;  ///< FIFOs with lines: where a kData payload starts in the data area
   CallDescriptor call;
 };
 
@@ -90,7 +99,7 @@ void wakeIfSleeping(Waker* waker);
 void sleepOnWaker(Waker* waker, uint32_t seenSeq, int64_t timeoutNs);
 
 /// The shared part of one FIFO: the sender's counters and the receiver's on cache lines of their
-/// own. dataHead/dataTail count the data slots of a FIFO with SlotLines (see above).
+/// own. dataHead/dataTail count the data area's bytes of a FIFO with SlotLines (see above).
 struct FifoControl {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};
   std::atomic<uint64_t> dataHead{0};
@@ -113,9 +122,20 @@ struct FifoView {
   uint32_t nlines = 0;
   /// nlines payload areas of kSmallBytes, one per line, or nullptr (lines only).
   char* small = nullptr;
+  /// Lines only: the data area's bytes (under 4 GiB), at least 3 * slotBytes (0: nslots *
+  /// slotBytes).
+  uint64_t dataBytes = 0;
 
   uint32_t depth() const { return lines != nullptr && nlines != 0 ? nlines : nslots; }
+  uint64_t dataRingBytes() const {
+    return dataBytes != 0 ? dataBytes : uint64_t{nslots} * slotBytes;
+  }
 };
+
+/// What a payload of `bytes` takes of a data ring: whole cache lines, so payloads stay aligned.
+inline uint64_t ringFootprint(uint64_t bytes) {
+  return (bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+}
 
 /// The sending end of a FIFO, owned by one thread at a time.
 class SendConnector {
@@ -135,8 +155,9 @@ class SendConnector {
   const Waker* peerWaker() const { return receiverWaker_; }
 
   /// Where to write the next slot's `bytes` (at most slotBytes), or nullptr while all slots are
-  /// in flight.
-  char* trySlot(uint32_t bytes = kAnyBytes) {
+  /// in flight - or, in a FIFO with lines, while the data area's first `window` bytes have no room
+  /// (0: all of it; at least three of the caller's largest payloads, see above).
+  char* trySlot(uint32_t bytes = kAnyBytes, uint64_t window = 0) {
     if (posted_ >= freeLimit_) {
       freeLimit_ = fifo_.control->tail.load(std::memory_order_acquire) + fifo_.depth();
       if (posted_ >= freeLimit_) return nullptr;
@@ -154,12 +175,19 @@ class SendConnector {
       place_ = PayloadPlace::kSmall;
       return fifo_.small + line * kSmallBytes;
     }
-    if (dataPosted_ >= dataFreeLimit_) {
-      dataFreeLimit_ = fifo_.control->dataTail.load(std::memory_order_acquire) + fifo_.nslots;
-      if (dataPosted_ >= dataFreeLimit_) return nullptr;
+    const uint64_t ring = fifo_.dataRingBytes();
+    const uint64_t end = window != 0 && window < ring ? window : ring;
+    const uint64_t need = ringFootprint(std::min(bytes, fifo_.slotBytes));
+    uint64_t start = dataPosted_;
+    const uint64_t offset = start % ring;
+    if (offset + need > end) start += ring - offset;  // start over: the next lap's beginning
+    if (start + need > dataFreeLimit_) {
+      dataFreeLimit_ = fifo_.control->dataTail.load(std::memory_order_acquire) + ring;
+      if (start + need > dataFreeLimit_) return nullptr;
     }
     place_ = PayloadPlace::kData;
-    return fifo_.data + (dataPosted_ % fifo_.nslots) * fifo_.slotBytes;
+    dataStart_ = start;
+    return fifo_.data + start % ring;
   }
   /// Publishes the slot trySlot() returned.
   void post(uint32_t bytes, const CallDescriptor& call) {
@@ -171,11 +199,11 @@ class SendConnector {
       if (place == PayloadPlace::kData) {
         if (bytes <= kInlineBytes) {
           // Asked for without a size: a small payload moves to where the receiver looks first.
-          std::memcpy(line.inlineData, fifo_.data + (dataPosted_ % fifo_.nslots) * fifo_.slotBytes,
-                      bytes);
+          std::memcpy(line.inlineData, fifo_.data + dataStart_ % fifo_.dataRingBytes(), bytes);
           place = PayloadPlace::kInline;
         } else {
-          ++dataPosted_;
+          line.header.reserved = static_cast<uint32_t>(dataStart_ % fifo_.dataRingBytes());
+          dataPosted_ = dataStart_ + ringFootprint(bytes);
           fifo_.control->dataHead.store(dataPosted_, std::memory_order_relaxed);
         }
       }
@@ -198,8 +226,9 @@ class SendConnector {
   Waker* receiverWaker_ = nullptr;
   uint64_t posted_ = 0;
   uint64_t freeLimit_ = 0;
-  uint64_t dataPosted_ = 0;  ///< data slots taken (FIFOs with lines)
+  uint64_t dataPosted_ = 0;  ///< data-area bytes taken (FIFOs with lines)
   uint64_t dataFreeLimit_ = 0;
+  uint64_t dataStart_ = 0;  ///< where trySlot() placed the payload it returned
   PayloadPlace place_ = PayloadPlace::kData;
 };
 
@@ -245,14 +274,17 @@ class RecvConnector {
       case PayloadPlace::kSmall: return fifo_.small + index * kSmallBytes;
       case PayloadPlace::kData: break;
     }
-    return fifo_.data + (dataConsumed_ % fifo_.nslots) * fifo_.slotBytes;
+    return fifo_.data + fifo_.lines[index].header.reserved;
   }
   /// Frees the slot tryPeek() returned.
   void release() {
-    if (fifo_.lines != nullptr &&
-        fifo_.lines[consumed_ % fifo_.depth()].place ==
-            static_cast<uint32_t>(PayloadPlace::kData)) {
-      ++dataConsumed_;
+    const SlotLine* line = fifo_.lines != nullptr ? &fifo_.lines[consumed_ % fifo_.depth()] : nullptr;
+    if (line != nullptr && line->place == static_cast<uint32_t>(PayloadPlace::kData)) {
+      // The payload follows the previous one, or the sender started the next lap.
+      const uint64_t ring = fifo_.dataRingBytes();
+      const uint64_t offset = dataConsumed_ % ring;
+      if (line->header.reserved != offset) dataConsumed_ += ring - offset;
+      dataConsumed_ += ringFootprint(line->header.bytes);
       fifo_.control->dataTail.store(dataConsumed_, std::memory_order_release);
     }
     ++consumed_;
@@ -265,7 +297,7 @@ class RecvConnector {
   Waker* senderWaker_ = nullptr;
   uint64_t consumed_ = 0;
   uint64_t available_ = 0;
-  uint64_t dataConsumed_ = 0;  ///< data slots freed (FIFOs with lines)
+  uint64_t dataConsumed_ = 0;  ///< data-area bytes freed (FIFOs with lines)
 };
 
 }  // namespace braid

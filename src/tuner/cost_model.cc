@@ -126,7 +126,7 @@ ModelConstants decodeModelConstants(const uint8_t* in) {
 
 Result<CostModel> CostModel::create(const ModelConstants& constants,
                                     const std::vector<RankPlacement>& placements,
-                                    std::vector<int> ring, int nslots) {
+                                    std::vector<int> ring, int nslots, uint64_t shmBudgetBytes) {
   RETURN_IF_ERROR(validateCalibration(constants.calibration).withContext("cost model"));
   const int n = static_cast<int>(placements.size());
   if (n < 1) return invalidArgument("cost model: no ranks");
@@ -153,10 +153,12 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
     }
     for (int r : model.ring_) add(&r, sizeof(r));
     add(&nslots, sizeof(nslots));
+    add(&shmBudgetBytes, sizeof(shmBudgetBytes));
   }
   SimMachine& m = model.machine_;
   m.nranks = n;
   m.nslots = std::max(1, nslots);
+  m.shmBudgetBytes = shmBudgetBytes;
   const Calibration& c = constants.calibration;
   const HostShape& host = constants.host;
   m.stepUs = c.stepUs;
@@ -317,7 +319,7 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   }
   if (bytes <= 2 * span) {
     ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
-    const double cached = cachedShare(coll, bytes, slotFootprint(plans, machine_.nslots));
+    const double cached = cachedShare(coll, bytes, slotFootprint(plans, machine_));
     return simulatePlans(plans, machineWith(cached, inCoreShare(bytes, chunkBytes, nchannels)));
   }
   ASSIGN_OR_RETURN(uint64_t slots, longSlotFootprint(coll, algo, span, chunkBytes, nchannels));
@@ -345,7 +347,7 @@ Result<uint64_t> CostModel::longSlotFootprint(Collective coll, Algorithm algo, u
   }
   // Past two spans every connector has cycled through all of its slots.
   ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, 2 * span, chunkBytes, nchannels));
-  const uint64_t bytes = slotFootprint(plans, machine_.nslots);
+  const uint64_t bytes = slotFootprint(plans, machine_);
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->slots.emplace(key, bytes);
   return bytes;

@@ -80,10 +80,12 @@ class CostModel {
  public:
   CostModel() = default;
   /// placements[r] describes rank r (host and locality); ring is the communicator's ring order
-  /// (empty: identity); nslots the FIFO depth.
+  /// (empty: identity); nslots the FIFO depth in messages between hosts, shmBudgetBytes the
+  /// payload bytes a rank keeps in flight within a host (BRAID_FIFO_BYTES; 0: nslots messages
+  /// there too).
   static Result<CostModel> create(const ModelConstants& constants,
                                   const std::vector<RankPlacement>& placements,
-                                  std::vector<int> ring, int nslots);
+                                  std::vector<int> ring, int nslots, uint64_t shmBudgetBytes = 0);
 
   int nranks() const { return machine_.nranks; }
   /// Predicted microseconds of one call of `coll` moving `bytes` per rank (as the API counts

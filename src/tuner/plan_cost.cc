@@ -21,9 +21,34 @@ struct Fifo {
   int receiver = 0;
   size_t posted = 0;
   size_t released = 0;
+  size_t maxMessages = 0;       ///< items in flight at most
+  uint64_t ringBytes = 0;       ///< ring bytes in flight at most (0: unbounded)
   std::vector<double> arrival;  ///< item k is visible to the receiver from arrival[k]
   std::vector<double> freed;    ///< item k's slot is visible to the sender as free from freed[k]
+  std::vector<uint64_t> ringUsed;  ///< ring bytes taken by items 0..k-1 (ringUsed[0] = 0)
+
+  /// The oldest item that must be freed before one taking `need` ring bytes may be posted, or
+  /// posted (none must).
+  size_t mustFreeBefore(uint64_t need) const {
+    size_t first = maxMessages <= posted ? posted - maxMessages + 1 : 0;
+    if (ringBytes != 0 && need != 0 && ringUsed[posted] + need > ringBytes) {
+      // Items k..posted-1 stay in flight: the first k with ringUsed[posted] - ringUsed[k] + need
+      // <= ringBytes.
+      const uint64_t target = ringUsed[posted] + need - ringBytes;
+      const size_t k = static_cast<size_t>(
+          std::lower_bound(ringUsed.begin(), ringUsed.begin() + static_cast<long>(posted) + 1,
+                           target) - ringUsed.begin());
+      first = std::max(first, k);
+    }
+    return first;
+  }
 };
+
+/// What an item of `bytes` takes of a shared-memory FIFO's ring (fifo.h): whole cache lines, and
+/// nothing when it rides in a line.
+uint64_t ringNeed(uint64_t bytes) {
+  return bytes <= kLinePayloadBytes ? 0 : (bytes + 63) / 64 * 64;
+}
 
 // What the simulation needs of one step, worked out once: its FIFOs, shape and CPU cost.
 struct StepFifos {
@@ -176,6 +201,11 @@ class Simulation {
       Fifo f;
       f.sender = from;
       f.receiver = to;
+      const bool withinHost =
+          m_.shmBudgetBytes != 0 && m_.hostOf[size_t(from)] == m_.hostOf[size_t(to)];
+      f.maxMessages = static_cast<size_t>(withinHost ? kHostFifoMessages : std::max(1, m_.nslots));
+      f.ringBytes = withinHost ? sendWindowFor(plans_[size_t(from)], m_.shmBudgetBytes) : 0;
+      f.ringUsed.push_back(0);
       fifos_.push_back(std::move(f));
     }
     return it->second;
@@ -212,12 +242,14 @@ class Simulation {
       if (q.released >= q.posted) return kNever;
       t = std::max(t, q.arrival[q.released]);
     }
+    const Step& step = plans_[r].lanes[l].steps[rs.next[l]];
+    const uint64_t need = ringNeed(part == Part::kSendHalf ? step.sendBytes : step.bytes);
     for (int i = 0; sends && i < kMaxStepPeers && f.send[i] >= 0; ++i) {
       const Fifo& q = fifos_[f.send[i]];
-      if (q.posted >= static_cast<size_t>(m_.nslots)) {
-        const size_t slot = q.posted - static_cast<size_t>(m_.nslots);
-        if (slot >= q.released) return kNever;
-        t = std::max(t, q.freed[slot]);
+      const size_t first = q.mustFreeBefore(need);
+      if (first > 0) {
+        if (first > q.released) return kNever;
+        t = std::max(t, q.freed[first - 1]);
       }
     }
     return t;
@@ -296,6 +328,7 @@ class Simulation {
         arrive += pl->latencyUs;
       }
       q.arrival.push_back(arrive);
+      q.ringUsed.push_back(q.ringUsed.back() + ringNeed(sentBytes));
       ++q.posted;
       touch(q.receiver);
     }
@@ -369,10 +402,13 @@ Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& m
   return Simulation(plans, machine).run();
 }
 
-uint64_t slotFootprint(const std::vector<Plan>& plans, int nslots) {
+uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine) {
   struct Use {
     uint64_t items = 0;
     uint64_t largest = 0;
+    uint64_t bytes = 0;
+    size_t sender = 0;
+    bool withinHost = false;
   };
   std::unordered_map<uint64_t, Use> connectors;
   const uint64_t n = plans.size();
@@ -384,18 +420,33 @@ uint64_t slotFootprint(const std::vector<Plan>& plans, int nslots) {
         const uint32_t bytes = shape.independent ? s.sendBytes : s.bytes;
         if (bytes == 0) continue;
         for (int i = 0; i < s.nsend && i < kMaxStepPeers; ++i) {
-          const uint64_t key =
-              (uint64_t(r) * n + uint64_t(uint32_t(s.sendPeers[i]))) * 4096u + uint64_t(lane.channel);
+          const int to = s.sendPeers[i];
+          const uint64_t key = (uint64_t(r) * n + uint64_t(uint32_t(to))) * 4096u + uint64_t(lane.channel);
           Use& use = connectors[key];
           ++use.items;
           use.largest = std::max<uint64_t>(use.largest, bytes);
+          use.bytes += ringNeed(bytes);
+          use.sender = r;
+          use.withinHost = machine.shmBudgetBytes != 0 && r < machine.hostOf.size() && to >= 0 &&
+                           size_t(to) < machine.hostOf.size() &&
+                           machine.hostOf[r] == machine.hostOf[size_t(to)];
         }
       }
     }
   }
+  std::vector<uint64_t> windows(plans.size(), 0);
+  for (size_t r = 0; machine.shmBudgetBytes != 0 && r < plans.size(); ++r) {
+    windows[r] = sendWindowFor(plans[r], machine.shmBudgetBytes);
+  }
   uint64_t total = 0;
   for (const auto& [key, use] : connectors) {
-    total += std::min<uint64_t>(use.items, uint64_t(std::max(1, nslots))) * use.largest;
+    if (!use.withinHost) {
+      total += std::min<uint64_t>(use.items, uint64_t(std::max(1, machine.nslots))) * use.largest;
+    } else if (use.largest <= kLinePayloadBytes) {
+      total += std::min<uint64_t>(use.items, kHostFifoMessages) * use.largest;
+    } else {
+      total += std::min(use.bytes, windows[use.sender]);
+    }
   }
   return total;
 }

@@ -3,7 +3,8 @@
 //
 // The machine: each rank is one thread that executes its lanes' steps one at a time (as the host
 // executor does); a step may start once the slots it receives have arrived and the FIFOs it sends
-// to have a free slot (nslots deep, as the connectors are); it then occupies its rank for stepUs
+// to have room (nslots messages between hosts; within a host 64 messages and the plan's send window
+// of payload above 4 KiB, as the shared-memory FIFOs take them); it then occupies its rank for stepUs
 // plus its bytes at the copy or reduce rate, and what it sends arrives its host's hopUs (plus the
 // link's latency) after it ends. Where a host's ranks outnumber its cores, a step also needs one
 // of the host's cores: steps get cores in the order they became ready (a rank preferring the core
@@ -51,7 +52,12 @@ struct SimMachine {
   std::vector<int> cores;      ///< per host: cores its ranks share (0: one per rank)
   std::vector<double> hopUs;   ///< per host: from a post to the slot being visible to its receiver
   std::vector<double> postUs;  ///< per host: CPU per slot posted (waking the peer); empty: 0
-  int nslots = 4;              ///< FIFO depth of every connector
+  int nslots = 4;              ///< FIFO depth in messages of a connector between hosts
+  /// Payload bytes a rank keeps in flight within a host (BRAID_FIFO_BYTES), shared among the
+  /// connectors it sends on (sendWindowFor; payloads up to kLinePayloadBytes ride in the FIFO's
+  /// lines and take none), up to kHostFifoMessages messages each. 0: nslots messages, as between
+  /// hosts.
+  uint64_t shmBudgetBytes = 0;
   double stepUs = 0;           ///< CPU cost of executing any step (or one half of a SendRecv)
   ByteCosts bytes;
   std::vector<PairLink> links;  ///< nranks x nranks, [from * nranks + to]; empty: all local
@@ -62,10 +68,15 @@ struct SimMachine {
 /// plan of the same call. Fails when the plans cannot finish (a deadlock: a bug in the plans).
 Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine);
 
+/// Messages in flight per connector within a host when SimMachine::shmBudgetBytes is set (the
+/// shared-memory FIFO's lines).
+constexpr int kHostFifoMessages = 64;
+
 /// Bytes of FIFO slot memory the plans touch: for every connector (sender, receiver, channel),
-/// its largest item times the slots it uses, min(nslots, items it carries). Slots are reused in
-/// turn, so this is what the call's FIFOs keep in the caches next to the caller's buffers.
-uint64_t slotFootprint(const std::vector<Plan>& plans, int nslots);
+/// its largest item times the slots it uses, min(nslots, items it carries), or within a host
+/// the bytes it carries up to its send window. Slots are reused in turn, so this is what the
+/// call's FIFOs keep in the caches next to the caller's buffers.
+uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine);
 
 /// CPU microseconds one step costs on `machine` (both halves of a SendRecv together).
 double stepCpuUs(const Step& step, const SimMachine& machine);

@@ -67,19 +67,72 @@ TEST(PlanCost, StreamsPipelineAndTheFifoDepthThrottles) {
   EXPECT_GT(t1.value(), t.value() + 9 * 1.0);
 }
 
+uint64_t footprint(const std::vector<Plan>& plans, int nslots) {
+  SimMachine m = machine(2);
+  m.nslots = nslots;
+  return slotFootprint(plans, m);
+}
+
 TEST(PlanCost, SlotFootprintCountsTheSlotsEachConnectorCycles) {
   // Two chunks use two of the four slots; ten use all four; the largest item sizes them.
-  EXPECT_EQ(slotFootprint(stream(2, 1000), 4), 2u * 1000);
-  EXPECT_EQ(slotFootprint(stream(10, 1000), 4), 4u * 1000);
-  EXPECT_EQ(slotFootprint(stream(10, 1000), 2), 2u * 1000);
+  EXPECT_EQ(footprint(stream(2, 1000), 4), 2u * 1000);
+  EXPECT_EQ(footprint(stream(10, 1000), 4), 4u * 1000);
+  EXPECT_EQ(footprint(stream(10, 1000), 2), 2u * 1000);
   // Receives add nothing of their own: the slots are the sender's connector's.
   std::vector<Plan> both = stream(10, 1000);
   both[1].lanes[0].steps.push_back(makeSend(0, input(0), 3000));
-  EXPECT_EQ(slotFootprint(both, 4), 4u * 1000 + 3000);
+  EXPECT_EQ(footprint(both, 4), 4u * 1000 + 3000);
   // A second channel is a second connector between the same ranks.
   std::vector<Plan> two = stream(10, 1000);
   for (Plan& p : two) p.lanes.push_back(Lane{1, p.lanes[0].steps});
-  EXPECT_EQ(slotFootprint(two, 4), 2u * 4 * 1000);
+  EXPECT_EQ(footprint(two, 4), 2u * 4 * 1000);
+}
+
+TEST(PlanCost, WithinAHostTheSendWindowBoundsTheFootprint) {
+  SimMachine m = machine(2);
+  m.shmBudgetBytes = 64 * 1024;
+  // Ten 8 KiB chunks: all 80 KiB pass through a 64 KiB window, which they fill.
+  EXPECT_EQ(slotFootprint(stream(10, 8192), m), 64u * 1024);
+  EXPECT_EQ(slotFootprint(stream(3, 8192), m), 3u * 8192);
+  // Small messages ride in the lines, one per message, 64 at most.
+  EXPECT_EQ(slotFootprint(stream(10, 1000), m), 10u * 1000);
+  EXPECT_EQ(slotFootprint(stream(100, 1000), m), uint64_t{kHostFifoMessages} * 1000);
+  // Ranks on two hosts use a network FIFO: nslots messages.
+  m.hostOf = {0, 1};
+  m.cores = {0, 0};
+  m.hopUs = {1.0, 1.0};
+  EXPECT_EQ(slotFootprint(stream(10, 8192), m), 4u * 8192);
+}
+
+TEST(PlanCost, WithinAHostTheSendWindowSetsTheDepth) {
+  // A window of payload bytes holds as many chunks as fit in it: the same call takes the same
+  // time as with a FIFO of that many slots, whatever the chunk size.
+  auto time = [](const SimMachine& m, const std::vector<Plan>& plans) {
+    Result<double> t = simulatePlans(plans, m);
+    EXPECT_TRUE(t.ok());
+    return t.ok() ? t.value() : -1.0;
+  };
+  auto slots = [](int n) {
+    SimMachine m = machine(2);
+    m.nslots = n;
+    return m;
+  };
+  auto budget = [](uint64_t bytes) {
+    SimMachine m = machine(2);
+    m.nslots = 1;  // between hosts only: these ranks share one
+    m.shmBudgetBytes = bytes;
+    return m;
+  };
+  EXPECT_DOUBLE_EQ(time(budget(4 * 8192), stream(12, 8192)), time(slots(4), stream(12, 8192)));
+  // Chunks of 4160 bytes (whole cache lines) in a window of 8 of them: eight deep.
+  EXPECT_DOUBLE_EQ(time(budget(8 * 4160), stream(24, 4160)), time(slots(8), stream(24, 4160)));
+  // Never fewer than three chunks, whatever the budget (see sendWindowFor).
+  EXPECT_DOUBLE_EQ(time(budget(8192), stream(12, 8192)), time(slots(3), stream(12, 8192)));
+  EXPECT_GT(time(slots(1), stream(12, 8192)), time(budget(8192), stream(12, 8192)));
+  // Two channels share the rank's budget: each connector gets half.
+  std::vector<Plan> two = stream(12, 8192);
+  for (Plan& p : two) p.lanes.push_back(Lane{1, p.lanes[0].steps});
+  EXPECT_DOUBLE_EQ(time(budget(8 * 8192), two), time(slots(4), two));
 }
 
 TEST(PlanCost, RanksOnOneCoreTakeTurns) {

@@ -109,7 +109,8 @@ Result<Tuner> setUpTuner(const TunerContext& ctx) {
   const int nranks = static_cast<int>(ctx.placements.size());
   ASSIGN_OR_RETURN(ModelConstants constants, sharedConstants(ctx));
   ASSIGN_OR_RETURN(CostModel model,
-                   CostModel::create(constants, ctx.placements, ctx.ring, config.nslots));
+                   CostModel::create(constants, ctx.placements, ctx.ring, config.nslots,
+                                     config.fifoBytes));
   std::optional<TuningTable> table;
   if (!config.tuningFile.empty()) {
     Result<TuningTable> loaded = TuningTable::load(config.tuningFile);

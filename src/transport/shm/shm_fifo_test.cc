@@ -21,7 +21,9 @@ constexpr uint32_t kNlines = 16;
 constexpr uint32_t kSlotBytes = 2 * kSmallBytes;
 constexpr size_t kMetaBytes = 8192;
 constexpr size_t kSmallArea = size_t{kNlines} * kSmallBytes;
-constexpr size_t kTotalBytes = kMetaBytes + kSmallArea + size_t{kNslots} * kSlotBytes;
+// Line FIFOs: a data area of kNslots * kSlotBytes payload bytes.
+constexpr size_t kRingBytes = size_t{kNslots} * kSlotBytes;
+constexpr size_t kTotalBytes = kMetaBytes + kSmallArea + kRingBytes;
 
 enum class Mode { kHeadCounter, kSlotLines, kDeepLines };
 
@@ -40,6 +42,7 @@ class FifoTest : public ::testing::TestWithParam<Mode> {
       view_.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
     } else {
       view_.lines = reinterpret_cast<SlotLine*>(base + sizeof(FifoControl));
+      view_.dataBytes = kRingBytes;
     }
     if (GetParam() == Mode::kDeepLines) {
       view_.nlines = kNlines;
@@ -147,7 +150,67 @@ TEST_P(DeepLinesFifoTest, LargeMessagesStopAtTheDataSlotsSmallOnesGoOn) {
       EXPECT_NE(send.trySlot(kSlotBytes), nullptr) << "the oldest data slot is free again";
     }
   }
-  EXPECT_EQ(view_.control->dataTail.load(), kNslots);
+  EXPECT_EQ(view_.control->dataTail.load(), kRingBytes) << "data-area bytes freed";
+}
+
+TEST_P(DeepLinesFifoTest, PayloadsPackByBytesAndStartOverAtTheEnd) {
+  SendConnector send(view_, &receiverWaker_);
+  RecvConnector recv(view_, &senderWaker_);
+  constexpr uint32_t kBytes = 5000;  // takes 5056 bytes (whole cache lines)
+  constexpr uint32_t kFit = kRingBytes / 5056;
+  static_assert(kFit * 5056 + 5056 > kRingBytes, "one more must not fit");
+  uint64_t sent = 0, received = 0;
+  auto post = [&] {
+    char* slot = send.trySlot(kBytes);
+    if (slot == nullptr) return false;
+    const char* end = view_.data + kRingBytes;
+    EXPECT_TRUE(slot >= view_.data && slot + kBytes <= end) << "message " << sent;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(slot) % kCacheLine, 0u) << "message " << sent;
+    for (uint32_t i = 0; i < kBytes; ++i) slot[i] = static_cast<char>(pattern(sent, i));
+    send.post(kBytes, callNumber(static_cast<uint32_t>(sent)));
+    ++sent;
+    return true;
+  };
+  auto receive = [&] {
+    const SlotHeader* h = recv.tryPeek();
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->call, callNumber(static_cast<uint32_t>(received)));
+    const char* data = recv.slotData();
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < kBytes; ++i) bad += static_cast<uint8_t>(data[i]) != pattern(received, i);
+    EXPECT_EQ(bad, 0u) << "message " << received;
+    recv.release();
+    ++received;
+  };
+  // The ring holds as many as its bytes allow, more than it has slots of kSlotBytes.
+  for (uint32_t k = 0; k < kFit; ++k) ASSERT_TRUE(post()) << "message " << k;
+  EXPECT_GT(kFit, kNslots);
+  EXPECT_FALSE(post()) << "the ring's bytes are all in flight";
+  // Freeing the first makes room at the beginning, where the next starts over; keep going round
+  // several times with the ring full.
+  for (int k = 0; k < 40; ++k) {
+    receive();
+    ASSERT_TRUE(post()) << "message " << sent;
+    EXPECT_FALSE(post()) << "message " << sent;
+  }
+  while (received < sent) receive();
+  EXPECT_EQ(view_.control->dataTail.load(), view_.control->dataHead.load());
+}
+
+TEST_P(DeepLinesFifoTest, AWindowHoldsBackASenderBeforeTheRingIsFull) {
+  SendConnector send(view_, &receiverWaker_);
+  RecvConnector recv(view_, &senderWaker_);
+  constexpr uint64_t kWindow = 3 * kSlotBytes;
+  for (uint32_t k = 0; k < 3; ++k) {
+    ASSERT_NE(send.trySlot(kSlotBytes, kWindow), nullptr);
+    send.post(kSlotBytes, callNumber(k));
+  }
+  EXPECT_EQ(send.trySlot(kSlotBytes, kWindow), nullptr) << "the window is full";
+  EXPECT_NE(send.trySlot(kSmallBytes, kWindow), nullptr) << "line payloads take no window";
+  EXPECT_NE(send.trySlot(kSlotBytes), nullptr) << "the ring itself has room";
+  ASSERT_NE(recv.tryPeek(), nullptr);
+  recv.release();
+  EXPECT_NE(send.trySlot(kSlotBytes, kWindow), nullptr) << "one freed, one more";
 }
 
 TEST_P(FifoTest, SmallPayloadWrittenIntoTheSlotStillArrives) {

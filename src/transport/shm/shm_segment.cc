@@ -15,6 +15,15 @@
 #include <ctime>
 
 namespace braid {
+namespace {
+
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux 5.14's value, for older headers
+#endif
+
+}  // namespace
 
 ShmSegment::~ShmSegment() { reset(); }
 
@@ -94,6 +103,12 @@ Status ShmSegment::reserve(size_t offset, size_t bytes) {
                           name_ + " (is /dev/shm full?)",
                       rc);
   }
+  // Map the pages into this process now: a FIFO's ring is walked through a little further on
+  // every call, and a page fault on each new page would cost its first calls several us each.
+  // Best effort (kernels before 5.14 lack it; the pages then fault in as before).
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  (void)madvise(data_ + begin, offset + bytes - begin, kPopulateWrite);
   return okStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -15,7 +16,7 @@ namespace braid {
 
 constexpr uint64_t kInboxMagic = 0x6272616964736d31ull;  // "braidsm1"
 constexpr size_t kHeaderBytes = 4096;
-constexpr uint32_t kLines = 64;  // messages in flight per FIFO (BRAID_NSLOTS bounds data slots)
+constexpr uint32_t kLines = 64;  // messages in flight per FIFO (BRAID_FIFO_BYTES bounds their bytes)
 constexpr size_t kFifoMetaBytes = 8192;  // FifoControl + SlotLine[kLines]
 // A payload area per line: calls up to kSmallBytes per message pipeline kLines deep.
 constexpr size_t kSmallAreaBytes = size_t{kLines} * kSmallBytes;
@@ -34,8 +35,8 @@ struct InboxHeader {
   int32_t rank;
   int32_t nranks;
   int32_t maxChannels;
-  uint32_t nslots;
   uint32_t slotBytes;
+  uint64_t ringBytes;
   uint64_t fifoStride;
   cpu_set_t cpus;  ///< the CPUs the rank may run on (its creating thread's affinity)
   Waker waker;
@@ -61,10 +62,9 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   t->rank_ = ctx.rank;
   t->nranks_ = ctx.nranks;
   t->maxChannels_ = ctx.maxChannels;
-  t->nslots_ = static_cast<uint32_t>(ctx.config->nslots);
   t->slotBytes_ = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
-  t->fifoStride_ =
-      kFifoMetaBytes + kSmallAreaBytes + roundUp(size_t{t->nslots_} * t->slotBytes_, 4096);
+  t->ringBytes_ = shmRingBytes(*ctx.config);
+  t->fifoStride_ = kFifoMetaBytes + kSmallAreaBytes + roundUp(t->ringBytes_, 4096);
   const size_t bytes =
       kHeaderBytes + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
 
@@ -75,8 +75,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   h->rank = ctx.rank;
   h->nranks = ctx.nranks;
   h->maxChannels = ctx.maxChannels;
-  h->nslots = t->nslots_;
   h->slotBytes = t->slotBytes_;
+  h->ringBytes = t->ringBytes_;
   h->fifoStride = t->fifoStride_;
   if (sched_getaffinity(0, sizeof(h->cpus), &h->cpus) != 0) CPU_ZERO(&h->cpus);
   std::atomic_thread_fence(std::memory_order_release);
@@ -104,9 +104,10 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
     }
     const auto* ph = reinterpret_cast<const InboxHeader*>(seg->data());
     if (ph->magic != kInboxMagic || ph->rank != r || ph->nranks != ctx.nranks ||
-        ph->fifoStride != t->fifoStride_ || ph->maxChannels != ctx.maxChannels) {
+        ph->fifoStride != t->fifoStride_ || ph->maxChannels != ctx.maxChannels ||
+        ph->slotBytes != t->slotBytes_ || ph->ringBytes != t->ringBytes_) {
       openStatus = invalidUsage("rank " + std::to_string(r) +
-                                "'s shared-memory inbox has another layout (BRAID_NSLOTS or "
+                                "'s shared-memory inbox has another layout (BRAID_FIFO_BYTES or "
                                 "BRAID_CHUNK_BYTES differ between ranks?)");
     }
     if (peers[r].pidNamespace == self.pidNamespace) t->pids_[r] = peers[r].pid;
@@ -152,8 +153,9 @@ FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
   v.nlines = kLines;
   v.small = base + kFifoMetaBytes;
   v.data = base + kFifoMetaBytes + kSmallAreaBytes;
-  v.nslots = nslots_;
+  v.nslots = static_cast<uint32_t>(ringBytes_ / slotBytes_);  // unused with lines; kept sensible
   v.slotBytes = slotBytes_;
+  v.dataBytes = ringBytes_;
   return v;
 }
 

@@ -48,8 +48,8 @@ class ShmTransport final : public Transport {
   int rank_ = 0;
   int nranks_ = 0;
   int maxChannels_ = 1;
-  uint32_t nslots_ = 0;
   uint32_t slotBytes_ = 0;
+  uint64_t ringBytes_ = 0;  ///< payload bytes in flight per FIFO (FifoView::dataBytes)
   size_t fifoStride_ = 0;
   std::vector<ShmSegment> inboxes_;  ///< by rank; unmapped (size 0) for peers not on this host
   std::vector<int> pids_;            ///< pid per rank when comparable, else 0
