@@ -102,8 +102,8 @@ const std::vector<ConfigVar>& table() {
        // One slot deadlocks a ring: every rank's only slot is full before anyone receives.
        intField(&Config::nslots, 2, kMaxSlots)},
       {{"BRAID_FIFO_BYTES", "1M",
-        "payload bytes in flight per shared-memory FIFO, messages above 4 KiB (raised to twice "
-        "the largest chunk: 512K or BRAID_CHUNK_BYTES), 64K-256M"},
+        "payload bytes (messages above 4 KiB) a rank keeps in flight over shared memory, shared "
+        "among the FIFOs a call sends on, each holding at least three of its chunks; 64K-256M"},
        byteField(&Config::fifoBytes, 64u << 10, 256u << 20)},
       {{"BRAID_ALGO", "", "force algorithms, e.g. ring, ^tree, allreduce:rhd;broadcast:tree"},
        stringField(&Config::algo)},

@@ -28,7 +28,7 @@ struct Config {
   int nchannels = 0;          ///< 0 = chosen by the tuner
   uint32_t chunkBytes = 0;    ///< 0 = chosen by the tuner
   int nslots = 4;             ///< FIFO depth per connector of the network transports
-  uint32_t fifoBytes = 1u << 20;  ///< payload bytes in flight per shared-memory FIFO (asked for)
+  uint32_t fifoBytes = 1u << 20;  ///< payload bytes a rank keeps in flight over shared memory
   uint32_t slotBytes = 0;     ///< derived: FIFO slot size, the largest chunk any call may use
 
   // Selection and topology (parsed further by the tuner / topology code).
