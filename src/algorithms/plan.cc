@@ -188,9 +188,8 @@ uint64_t sendWindowFor(const Plan& plan, uint64_t budget) {
   for (const Lane& lane : plan.lanes) {
     for (const Step& s : lane.steps) {
       const StepShape shape = stepShape(s.op);
-      const uint64_t bytes = shape.independent ? s.sendBytes : s.bytes;
-      if (!shape.sends || bytes <= kLinePayloadBytes) continue;
-      const uint64_t footprint = (bytes + 63) / 64 * 64;
+      const uint64_t footprint = ringPayloadBytes(shape.independent ? s.sendBytes : s.bytes);
+      if (!shape.sends || footprint == 0) continue;
       largest = std::max(largest, footprint);
       for (int i = 0; i < s.nsend && i < kMaxStepPeers; ++i) {
         connectors.emplace(s.sendPeers[i], lane.channel);

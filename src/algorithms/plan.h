@@ -166,6 +166,12 @@ Status validatePlan(const Plan& plan, uint32_t slotBytes);
 /// (transport/fifo.h's kSmallBytes): they take none of a send window.
 constexpr uint32_t kLinePayloadBytes = 4096;
 
+/// What a payload of `bytes` takes of a shared-memory FIFO's data area: whole cache lines, or
+/// nothing when it rides in a line.
+inline uint64_t ringPayloadBytes(uint64_t bytes) {
+  return bytes <= kLinePayloadBytes ? 0 : (bytes + 63) / 64 * 64;
+}
+
 /// A plan's sendWindow for a rank that keeps `budget` payload bytes in flight (BRAID_FIFO_BYTES):
 /// the budget shared among the connectors it sends larger payloads on, since what the rank's
 /// core keeps in its cache at once is what the pipeline's depth costs; but never less than three

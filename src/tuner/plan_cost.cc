@@ -44,12 +44,6 @@ struct Fifo {
   }
 };
 
-/// What an item of `bytes` takes of a shared-memory FIFO's ring (fifo.h): whole cache lines, and
-/// nothing when it rides in a line.
-uint64_t ringNeed(uint64_t bytes) {
-  return bytes <= kLinePayloadBytes ? 0 : (bytes + 63) / 64 * 64;
-}
-
 // What the simulation needs of one step, worked out once: its FIFOs, shape and CPU cost.
 struct StepFifos {
   std::array<int32_t, kMaxStepPeers> recv{-1, -1, -1};
@@ -149,6 +143,10 @@ class Simulation {
         coreFree_[h].assign(size_t(m_.cores[h]), 0.0);
     }
     lastCore_.assign(plans_.size(), -1);
+    windows_.assign(plans_.size(), 0);
+    for (size_t r = 0; m_.shmBudgetBytes != 0 && r < plans_.size(); ++r) {
+      windows_[r] = sendWindowFor(plans_[r], m_.shmBudgetBytes);
+    }
     wireFree_.assign(static_cast<size_t>(std::max(0, m_.wires)), 0.0);
     ranks_.resize(plans_.size());
     stepFifos_.resize(plans_.size());
@@ -204,7 +202,7 @@ class Simulation {
       const bool withinHost =
           m_.shmBudgetBytes != 0 && m_.hostOf[size_t(from)] == m_.hostOf[size_t(to)];
       f.maxMessages = static_cast<size_t>(withinHost ? kHostFifoMessages : std::max(1, m_.nslots));
-      f.ringBytes = withinHost ? sendWindowFor(plans_[size_t(from)], m_.shmBudgetBytes) : 0;
+      f.ringBytes = withinHost ? windows_[size_t(from)] : 0;
       f.ringUsed.push_back(0);
       fifos_.push_back(std::move(f));
     }
@@ -243,7 +241,7 @@ class Simulation {
       t = std::max(t, q.arrival[q.released]);
     }
     const Step& step = plans_[r].lanes[l].steps[rs.next[l]];
-    const uint64_t need = ringNeed(part == Part::kSendHalf ? step.sendBytes : step.bytes);
+    const uint64_t need = ringPayloadBytes(part == Part::kSendHalf ? step.sendBytes : step.bytes);
     for (int i = 0; sends && i < kMaxStepPeers && f.send[i] >= 0; ++i) {
       const Fifo& q = fifos_[f.send[i]];
       const size_t first = q.mustFreeBefore(need);
@@ -328,7 +326,7 @@ class Simulation {
         arrive += pl->latencyUs;
       }
       q.arrival.push_back(arrive);
-      q.ringUsed.push_back(q.ringUsed.back() + ringNeed(sentBytes));
+      q.ringUsed.push_back(q.ringUsed.back() + ringPayloadBytes(sentBytes));
       ++q.posted;
       touch(q.receiver);
     }
@@ -394,6 +392,7 @@ class Simulation {
   std::vector<Fifo> fifos_;
   std::unordered_map<uint64_t, int32_t> fifoIndex_;
   std::vector<double> wireFree_;
+  std::vector<uint64_t> windows_;  ///< per rank: its plan's send window within a host
 };
 
 }  // namespace
@@ -425,7 +424,7 @@ uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine
           Use& use = connectors[key];
           ++use.items;
           use.largest = std::max<uint64_t>(use.largest, bytes);
-          use.bytes += ringNeed(bytes);
+          use.bytes += ringPayloadBytes(bytes);
           use.sender = r;
           use.withinHost = machine.shmBudgetBytes != 0 && r < machine.hostOf.size() && to >= 0 &&
                            size_t(to) < machine.hostOf.size() &&
