@@ -108,7 +108,10 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
   ModelConstants constants;
   constants.calibration = calibration;
   constants.host = hostShapeOf(*topology);
-  if (llcBytes > 0) constants.host.llcBytes = llcBytes;
+  if (llcBytes > 0) {  // both the topology's figure and the measured one
+    constants.host.llcBytes = llcBytes;
+    constants.calibration.cacheMiB = double(llcBytes) / double(1 << 20);
+  }
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
   for (RankPlacement& p : placements) {
     p.hostHash = 1;

@@ -21,7 +21,7 @@
 namespace braid {
 namespace {
 
-constexpr int kFormatVersion = 3;
+constexpr int kFormatVersion = 4;
 
 struct Field {
   const char* key;
@@ -41,6 +41,7 @@ const std::vector<Field>& fields() {
       {"reduce_cache_gbps", &Calibration::reduceCacheGBps, 1e-2, 1e4},
       {"reduce_dram_gbps", &Calibration::reduceDramGBps, 1e-2, 1e4},
       {"transfer_gbps", &Calibration::transferGBps, 1e-2, 1e5},
+      {"cache_mib", &Calibration::cacheMiB, 1e-3, 1e7},
   };
   return kFields;
 }

@@ -19,6 +19,11 @@
 //                 (*Cache: a 32 KiB chunk again and again; *Dram: buffers twice the LLC)
 //   transferGBps  what a receiving step adds per byte when the slot it reads was filled by another
 //                 core: a stream of 32 KiB slots between two threads, less the copy itself
+//   cacheMiB      the last-level cache as the data path sees it: the largest working set
+//                 (doubling from 4 MiB) whose float32 sum still runs at least 1.5x its rate
+//                 from memory; the topology's own figure when every size checked ran that fast
+//                 or none did. A virtual machine may report the whole socket's L3 (508 MiB on
+//                 one whose vCPUs share a 32 MiB one); the model counts the smaller of the two
 //
 // Rank 0 measures (or loads the per-host cache file) and every rank receives its values over the
 // bootstrap, so all ranks build the same tuner. The cache lives in $XDG_CACHE_HOME/braid (or
@@ -44,6 +49,7 @@ struct Calibration {
   double reduceCacheGBps = 0;
   double reduceDramGBps = 0;
   double transferGBps = 0;
+  double cacheMiB = 0;
   int cpus = 0;  ///< CPUs the measuring process could run on (1: no cross-core measurement)
 
   bool operator==(const Calibration&) const = default;

@@ -225,6 +225,7 @@ class Probe {
         std::clamp<uint64_t>(2 * options_.llcBytes, 16ull << 20, 64ull << 20);
     ASSIGN_OR_RETURN(c.copyDramGBps, kernelRate(false, dramBytes, 1));
     ASSIGN_OR_RETURN(c.reduceDramGBps, kernelRate(true, dramBytes, 1));
+    ASSIGN_OR_RETURN(c.cacheMiB, effectiveCacheMiB(c.reduceDramGBps, dramBytes));
     ASSIGN_OR_RETURN(double transferAgain, transferRate(c));
     c.transferGBps = std::max(c.transferGBps, transferAgain);
     ASSIGN_OR_RETURN(double hopAgain, handOffUs(c.stepUs));
@@ -476,6 +477,28 @@ class Probe {
     // What the transfer adds over the local copy; never below a tenth of the whole.
     const double transferUs = std::max(perByteUs - 1e-3 / c.copyCacheGBps, 0.1 * perByteUs);
     return 1e-3 / std::max(transferUs, 1e-9);
+  }
+
+  /// Calibration::cacheMiB: the float32 sum over working sets (two buffers) doubling from 4 MiB,
+  /// each summing as many bytes as the memory measurement did, against that measurement's rate.
+  /// The largest that ran fast counts (a busy moment only ever makes a size look slow), unless
+  /// the largest checked did: only sizes below the memory measurement's own working set can
+  /// tell, and a cache at least that large serves it too (then the topology's figure stands, as
+  /// when none ran fast).
+  Result<double> effectiveCacheMiB(double memoryGBps, uint64_t memoryBufferBytes) {
+    constexpr uint64_t kSmallest = 4ull << 20;
+    constexpr double kCachedRatio = 1.5;  // L3 against memory here: 2-5x
+    const uint64_t largest = std::min(options_.llcBytes, memoryBufferBytes);
+    uint64_t fast = 0;
+    uint64_t checked = 0;
+    for (uint64_t working = kSmallest; working <= largest; working *= 2) {
+      const uint64_t half = working / 2;
+      ASSIGN_OR_RETURN(double gbps, kernelRate(true, half, int(memoryBufferBytes / half)));
+      if (gbps >= kCachedRatio * memoryGBps) fast = working;
+      checked = working;
+    }
+    if (fast == 0 || fast == checked) return double(options_.llcBytes) / double(1 << 20);
+    return double(fast) / double(1 << 20);
   }
 
   /// GB/s of kernels::copy (dst <- src) or of the float32 sum (dst <- dst + src) over `bytes`,

@@ -26,6 +26,7 @@ Calibration sample() {
   c.reduceCacheGBps = 14.125;
   c.reduceDramGBps = 6.0 / 7.0;  // not representable in few digits: the text must be exact
   c.transferGBps = 12.5;
+  c.cacheMiB = 32.5;
   c.cpus = 2;
   return c;
 }
@@ -48,12 +49,12 @@ TEST(Calibration, ParseErrorsNameTheOriginAndLine) {
   const size_t hop = badNumber.find("\nhop_us ") + 1;
   badNumber.replace(hop, badNumber.find('\n', hop) - hop, "hop_us 0.1x");
   const std::vector<Case> cases = {
-      {good + "bogus 1\n", "f.txt:15: unknown key 'bogus'"},
+      {good + "bogus 1\n", "f.txt:16: unknown key 'bogus'"},
       {badNumber, "bad number '0.1x' for hop_us"},
-      {"format 3\nfingerprint fp\nstep_us 1\n", "no 'hop_us' line"},
-      {"format 2\n", "f.txt:1: unknown format '2'"},
-      {"format 3\nfingerprint other\n", "f.txt:2: recorded for another binary or host (other)"},
-      {"format 3\nstep_us\n", "f.txt:2: expected 'key value'"},
+      {"format 4\nfingerprint fp\nstep_us 1\n", "no 'hop_us' line"},
+      {"format 3\n", "f.txt:1: unknown format '3'"},
+      {"format 4\nfingerprint other\n", "f.txt:2: recorded for another binary or host (other)"},
+      {"format 4\nstep_us\n", "f.txt:2: expected 'key value'"},
   };
   for (const Case& c : cases) {
     Result<Calibration> r = parseCalibration(c.text, "fp", "f.txt");
@@ -89,6 +90,8 @@ TEST(Calibration, ProbeMeasuresThroughTheDataPath) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(validateCalibration(c.value()).ok());
   EXPECT_GT(c.value().hopUs, 0);
+  // Too small a cache to check (sizes start at 4 MiB): the topology's figure stands.
+  EXPECT_EQ(c.value().cacheMiB, 1.0);
 }
 
 // Past its budget every measurement still runs once: a slow host gets a complete calibration.

@@ -28,7 +28,12 @@ constexpr uint64_t kSpanRounds = 2;
 
 double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
 
-uint64_t llcOf(const HostShape& h) { return h.llcBytes > 0 ? h.llcBytes : kAssumedLlcBytes; }
+/// The topology's last-level cache, or the smaller one the calibration measured (calibration.h).
+uint64_t llcOf(const ModelConstants& m) {
+  const uint64_t topology = m.host.llcBytes > 0 ? m.host.llcBytes : kAssumedLlcBytes;
+  const auto measured = static_cast<uint64_t>(m.calibration.cacheMiB * double(1 << 20));
+  return measured > 0 ? std::min(topology, measured) : topology;
+}
 uint64_t coreCacheOf(const HostShape& h) {
   return h.coreCacheBytes > 0 ? h.coreCacheBytes : kAssumedCoreCacheBytes;
 }
@@ -93,7 +98,8 @@ void encodeModelConstants(const ModelConstants& m, uint8_t* out) {
                            m.host.networkGBps,
                            c.transferGBps,
                            c.crowdedPostUs,
-                           static_cast<double>(m.host.coreCacheBytes)};
+                           static_cast<double>(m.host.coreCacheBytes),
+                           c.cacheMiB};
   static_assert(sizeof(values) <= kModelConstantsWireBytes);
   std::fill(out, out + kModelConstantsWireBytes, uint8_t{0});
   for (size_t i = 0; i < std::size(values); ++i) {
@@ -121,6 +127,7 @@ ModelConstants decodeModelConstants(const uint8_t* in) {
   c.transferGBps = at(13);
   c.crowdedPostUs = at(14);
   m.host.coreCacheBytes = static_cast<uint64_t>(at(15));
+  c.cacheMiB = at(16);
   return m;
 }
 
@@ -225,7 +232,7 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
 }
 
 double CostModel::cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const {
-  const uint64_t llc = llcOf(constants_.host);
+  const uint64_t llc = llcOf(constants_);
   // The caller's buffers of every rank of the host, and the slots their FIFOs cycle through
   // (all hosts alike: slotBytes counts every rank's connectors, so a host holds its share).
   const double hosts = double(coresOfHost_.size());
@@ -380,7 +387,7 @@ std::string CostModel::describe() const {
       "%.1f/%.1f GB/s (cache/memory), LLC %llu KiB, core cache %llu KiB",
       machine_.nranks, coresOfHost_.size(), cores, crowding(), c.stepUs, c.hopUs, c.crowdedHopUs,
       c.copyCacheGBps, c.copyDramGBps, c.reduceCacheGBps, c.reduceDramGBps,
-      static_cast<unsigned long long>(llcOf(constants_.host) >> 10),
+      static_cast<unsigned long long>(llcOf(constants_) >> 10),
       static_cast<unsigned long long>(coreCacheOf(constants_.host) >> 10));
   return text;
 }

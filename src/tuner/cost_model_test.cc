@@ -23,6 +23,7 @@ ModelConstants constants(double hopUs = 1.0, double crowdedHopUs = 5.0) {
   c.reduceCacheGBps = 15;
   c.reduceDramGBps = 8;
   c.transferGBps = 25;
+  c.cacheMiB = 1e6;  // measured no smaller than the topology's
   c.cpus = 8;
   m.host.cores = 8;
   m.host.llcBytes = 32ull << 20;
@@ -129,6 +130,24 @@ TEST(CostModel, FifoSlotsShareTheCacheWithTheBuffers) {
   const CostModel roomy = model(big, oneHost(2));
   EXPECT_LE(predict(roomy, Algorithm::kRing, bytes, 512 << 10, 4),
             predict(roomy, Algorithm::kRing, bytes, 32 << 10, 1));
+}
+
+TEST(CostModel, ACacheMeasuredSmallerThanTheTopologysIsTheOneThatCounts) {
+  // A virtual machine's topology may claim the whole socket's L3; the calibration measured what
+  // the data path gets. 7 MiB per rank at n = 2 fits the claimed 1 GiB but not a measured 4 MiB.
+  ModelConstants claimed = constants(0.01, 0.01);
+  claimed.calibration.copyDramGBps = 2;
+  claimed.host.llcBytes = 1ull << 30;
+  ModelConstants measured = claimed;
+  measured.calibration.cacheMiB = 4;
+  const uint64_t bytes = 7ull << 20;
+  const double roomy = predict(model(claimed, oneHost(2)), Algorithm::kRing, bytes);
+  const double tight = predict(model(measured, oneHost(2)), Algorithm::kRing, bytes);
+  EXPECT_GT(tight, 1.5 * roomy);
+  // A measurement larger than the topology's figure changes nothing.
+  ModelConstants larger = claimed;
+  larger.calibration.cacheMiB = 4096;
+  EXPECT_DOUBLE_EQ(predict(model(larger, oneHost(2)), Algorithm::kRing, bytes), roomy);
 }
 
 TEST(CostModel, ChunksInFlightBeyondTheCoreCacheGoAtMemorySpeed) {

@@ -21,6 +21,7 @@ ModelConstants constants() {
   c.reduceCacheGBps = 12;
   c.reduceDramGBps = 8;
   c.transferGBps = 25;
+  c.cacheMiB = 32;
   c.cpus = 2;
   m.host.cores = 2;
   m.host.llcBytes = 32ull << 20;
