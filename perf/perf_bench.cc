@@ -31,6 +31,10 @@ constexpr double kTuneSeconds = 0.05;
 // and one scheduling hiccup doubled an algorithm's time and the regret with it.
 constexpr double kAlgoAllSeconds = 0.005;
 constexpr int kAlgoAllMaxIters = 100000;
+// The pilot iterations that set those counts: the fastest of kPilotIters, or the first alone
+// when it took kPilotLongSeconds or more.
+constexpr int kPilotIters = 5;
+constexpr double kPilotLongSeconds = 0.001;
 
 /// How measure() picks its iteration count.
 enum class IterationCount {
@@ -424,6 +428,33 @@ class RankBench {
     return opt_.average == AverageMode::kAverage ? value / n() : value;
   }
 
+  /// One iteration's seconds, for the iteration count: each rank's fastest of a few timed
+  /// iterations, the slowest rank's agreed by all. One iteration alone was at the mercy of one
+  /// hiccup (a rank woken late from its futex), which then set a count as low as -n and stayed
+  /// in the average (--tune, 4 ranks, 32 B: 149 us against 21 us for the same plan).
+  Result<double> pilotSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o) {
+    double once = 1e30;
+    for (int trial = 0; trial < kPilotIters; ++trial) {
+      RETURN_IF_ERROR(barrier(comm));
+      const Clock::time_point t0 = Clock::now();
+      RETURN_IF_ERROR(iteration(comm, c, o));
+      once = std::min(once, std::chrono::duration<double>(Clock::now() - t0).count());
+      // Long calls are their own average: past the first, more trials only cost time. Every
+      // rank must make the same number of calls, so the rule reads what all agree on.
+      if (trial == 0) {
+        double slowest = once;
+        RETURN_IF_ERROR(apiStatus(braidAllReduce(&slowest, &slowest, 1, braidFloat64, braidMax,
+                                                 comm, nullptr),
+                                  "braidAllReduce (iteration time)", comm));
+        if (slowest >= kPilotLongSeconds) return slowest;
+      }
+    }
+    RETURN_IF_ERROR(apiStatus(braidAllReduce(&once, &once, 1, braidFloat64, braidMax, comm,
+                                             nullptr),
+                              "braidAllReduce (iteration time)", comm));
+    return std::max(once, 1e-9);
+  }
+
   Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace,
                          IterationCount count) {
     const Operands hostOperands = operands(c, inPlace);
@@ -433,15 +464,7 @@ class RankBench {
     for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
     int iters = opt_.iters;
     if (count != IterationCount::kFixed) {
-      // One timed iteration, its slowest rank's time agreed by all, sets the count.
-      RETURN_IF_ERROR(barrier(comm));
-      const Clock::time_point t0 = Clock::now();
-      RETURN_IF_ERROR(iteration(comm, c, o));
-      double once = std::chrono::duration<double>(Clock::now() - t0).count();
-      RETURN_IF_ERROR(apiStatus(braidAllReduce(&once, &once, 1, braidFloat64, braidMax, comm,
-                                               nullptr),
-                                "braidAllReduce (iteration time)", comm));
-      once = std::max(once, 1e-9);
+      ASSIGN_OR_RETURN(double once, pilotSeconds(comm, c, o));
       const double fit = std::min(kAlgoAllSeconds / once, 1.0 * kAlgoAllMaxIters);
       iters = std::max(opt_.iters, static_cast<int>(fit));
       if (count == IterationCount::kBounded) {
