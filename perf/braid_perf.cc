@@ -104,6 +104,12 @@ Result<int> runLocal(RunSpec spec) {
     }
     mine.ids.resize(nids);
     std::memcpy(mine.ids.data(), payload.data(), payload.size());
+    if (spec.options.bindCores) {
+      if (Status bound = bindToCpu(p); !bound.ok()) {
+        std::fprintf(stderr, "braid-perf: rank process %d: %s\n", p, bound.message().c_str());
+        return 2;
+      }
+    }
     return ranksOfProcess(mine, p);
   };
   return runProcesses(spec.nprocs, makeIds, child, kFailureGrace);

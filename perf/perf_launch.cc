@@ -1,5 +1,6 @@
 #include "perf/perf_launch.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -232,6 +233,26 @@ Result<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& 
   }
   sigaction(SIGPIPE, &previous, nullptr);
   return waitForChildren(std::move(pids), grace, /*quiet=*/false);
+}
+
+Status bindToCpu(int index) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return errnoError("--bind core: reading the CPU affinity", errno);
+  }
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.empty()) return invalidArgument("--bind core: no CPU in this process's affinity");
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<size_t>(index) % cpus.size()], &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+    return errnoError("--bind core: setting the CPU affinity", errno);
+  }
+  return okStatus();
 }
 
 int runThreads(int n, const std::function<int(int)>& body) {

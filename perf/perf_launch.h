@@ -48,4 +48,9 @@ Result<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& 
 /// body returned 0, else the first non-zero value in thread order.
 int runThreads(int n, const std::function<int(int)>& body);
 
+/// Confines this process to the index-th CPU of its affinity (modulo their number), as mpirun's
+/// --bind-to core: ranks the scheduler would otherwise stack on one CPU (it wakes a sleeper next
+/// to its waker) keep a core each, or share them evenly when they outnumber the cores.
+Status bindToCpu(int index);
+
 }  // namespace braid::perf

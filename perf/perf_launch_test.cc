@@ -1,6 +1,7 @@
 #include "perf/perf_launch.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace braid::perf {
 namespace {
@@ -96,6 +98,33 @@ TEST(PerfLaunch, ProcessesReportTheWorstStatus) {
       std::chrono::milliseconds(5000));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value(), 5);
+}
+
+TEST(PerfLaunch, BindToCpuGivesEachIndexOneAllowedCpuInTurn) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  ASSERT_FALSE(cpus.empty());
+  // Each child binds itself (the test process keeps its affinity) and reports where it runs.
+  const int n = static_cast<int>(cpus.size()) + 1;  // one more than CPUs: index n-1 wraps to 0
+  Result<int> r = runProcesses(
+      n, payloadOf(""),
+      [&cpus](int i, const std::string&) {
+        if (!bindToCpu(i).ok()) return 1;
+        cpu_set_t now;
+        if (sched_getaffinity(0, sizeof(now), &now) != 0) return 2;
+        const int expected = cpus[static_cast<size_t>(i) % cpus.size()];
+        return CPU_COUNT(&now) == 1 && CPU_ISSET(expected, &now) ? 0 : 3;
+      },
+      std::chrono::milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r.value(), 0);
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  EXPECT_TRUE(CPU_EQUAL(&mine, &allowed));
 }
 
 TEST(PerfLaunch, EveryChildGetsThePayload) {

@@ -179,6 +179,14 @@ const std::vector<OptionSpec>& optionTable() {
          o.tuneFile = std::string(v);
          return okStatus();
        }},
+      {0, "bind", true,
+       [](PerfOptions& o, std::string_view v) -> Status {
+         if (v != "none" && v != "core") {
+           return invalidArgument("--bind: '" + std::string(v) + "' is not none or core");
+         }
+         o.bindCores = v == "core";
+         return okStatus();
+       }},
       {0, "device", false,
        [](PerfOptions& o, std::string_view) -> Status {
          o.device = true;
@@ -383,6 +391,9 @@ std::string perfUsage(std::string_view program) {
          "  --np <n>                      spawn n local rank processes (default: the launcher's\n"
          "                                world when BRAID_RANK, RANK, OMPI_COMM_WORLD_RANK,\n"
          "                                PMI_RANK or SLURM_PROCID is set, else 4)\n"
+         "  --bind <none|core>            core: local rank process p runs on the p-th CPU it may\n"
+         "                                use (modulo their number), as mpirun --bind-to core;\n"
+         "                                none (default): the scheduler places them\n"
          "  --algo <name|all>             force an algorithm (BRAID_ALGO=name); all: one busbw\n"
          "                                column per algorithm serving the collective, then the\n"
          "                                algorithm the tuner chooses (BRAID_ALGO aside) and its\n"

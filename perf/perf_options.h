@@ -65,6 +65,7 @@ struct PerfOptions {
   std::string jsonFile;        ///< --json
   std::string tuneFile;        ///< --tune: measure every algorithm variant, write the table here
   bool device = false;         ///< --device: buffers in CUDA device memory (the current GPU)
+  bool bindCores = false;      ///< --bind core: local rank process p on the p-th allowed CPU
   bool help = false;
   bool helpEnv = false;
 };

@@ -55,6 +55,14 @@ TEST(PerfOptions, ShortLongAndAttachedForms) {
   EXPECT_EQ(o.cycles, 2);
 }
 
+TEST(PerfOptions, BindPlacesRankProcessesOnCores) {
+  EXPECT_FALSE(parseOk({}).bindCores);
+  EXPECT_TRUE(parseOk({"--bind", "core"}).bindCores);
+  EXPECT_FALSE(parseOk({"--bind=core", "--bind", "none"}).bindCores);
+  EXPECT_NE(parseError({"--bind", "socket"}).find("'socket' is not none or core"),
+            std::string::npos);
+}
+
 TEST(PerfOptions, SizeSuffixes) {
   const PerfOptions o = parseOk({"-b", "1K", "-e", "2G", "-i", "3M"});
   EXPECT_EQ(o.minBytes, 1024u);
