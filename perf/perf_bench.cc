@@ -442,17 +442,20 @@ class RankBench {
       // Long calls are their own average: past the first, more trials only cost time. Every
       // rank must make the same number of calls, so the rule reads what all agree on.
       if (trial == 0) {
-        double slowest = once;
-        RETURN_IF_ERROR(apiStatus(braidAllReduce(&slowest, &slowest, 1, braidFloat64, braidMax,
-                                                 comm, nullptr),
-                                  "braidAllReduce (iteration time)", comm));
+        ASSIGN_OR_RETURN(const double slowest, slowestRank(comm, once));
         if (slowest >= kPilotLongSeconds) return slowest;
       }
     }
-    RETURN_IF_ERROR(apiStatus(braidAllReduce(&once, &once, 1, braidFloat64, braidMax, comm,
+    ASSIGN_OR_RETURN(const double slowest, slowestRank(comm, once));
+    return std::max(slowest, 1e-9);
+  }
+
+  /// The largest of the ranks' `seconds`, on every rank.
+  Result<double> slowestRank(braidComm_t comm, double seconds) {
+    RETURN_IF_ERROR(apiStatus(braidAllReduce(&seconds, &seconds, 1, braidFloat64, braidMax, comm,
                                              nullptr),
                               "braidAllReduce (iteration time)", comm));
-    return std::max(once, 1e-9);
+    return seconds;
   }
 
   Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace,
