@@ -28,7 +28,7 @@ class ShmSegment {
   /// Removes the name (the mapping stays valid). Idempotent.
   void unlink();
   /// Commits the pages of [offset, offset+bytes) so that running out of /dev/shm is a clear
-  /// error now rather than a SIGBUS on first touch, and maps them into this process.
+  /// error now rather than a SIGBUS on first touch, and maps and touches them in this process.
   Status reserve(size_t offset, size_t bytes);
 
   char* data() const { return data_; }
