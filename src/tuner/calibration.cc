@@ -21,7 +21,7 @@
 namespace braid {
 namespace {
 
-constexpr int kFormatVersion = 4;
+constexpr int kFormatVersion = 5;
 
 struct Field {
   const char* key;
@@ -42,6 +42,7 @@ const std::vector<Field>& fields() {
       {"reduce_dram_gbps", &Calibration::reduceDramGBps, 1e-2, 1e4},
       {"transfer_gbps", &Calibration::transferGBps, 1e-2, 1e5},
       {"cache_mib", &Calibration::cacheMiB, 1e-3, 1e7},
+      {"crowded_switch_factor", &Calibration::crowdedSwitchFactor, 1.0, 1e3},
   };
   return kFields;
 }

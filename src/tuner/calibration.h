@@ -14,6 +14,11 @@
 //                 all-reduce, call after call, takes as long as the real thing
 //   crowdedPostUs the CPU such a rank spends per slot it posts (waking a peer that yields or
 //                 sleeps): fitted the same way to the direct all-reduce over four channels
+//   crowdedSwitchFactor  what a crowded rank's bytes cost, as a multiple, when its core last ran
+//                 another rank (that rank's data evicted its own from the core's caches): fitted
+//                 the same way, the two above known, to a ring all-reduce of 1 MiB in 128 KiB
+//                 chunks (measured on a 2-vCPU VM: 1.8-2.2, where the all-reduce sweeps of every
+//                 algorithm at 3 and 4 ranks put it at about 2)
 //   copy*GBps     kernels::copy on one thread, bytes per second
 //   reduce*GBps   the float32 sum kernel on one thread, output bytes per second
 //                 (*Cache: a 32 KiB chunk again and again; *Dram: buffers twice the LLC)
@@ -50,6 +55,7 @@ struct Calibration {
   double reduceDramGBps = 0;
   double transferGBps = 0;
   double cacheMiB = 0;
+  double crowdedSwitchFactor = 1;
   int cpus = 0;  ///< CPUs the measuring process could run on (1: no cross-core measurement)
 
   bool operator==(const Calibration&) const = default;

@@ -158,6 +158,16 @@ Result<double> runGroup(const std::vector<Plan>& plans, const std::vector<PlanBu
                         int calls = 1) {
   const int k = static_cast<int>(plans.size());
   LoopbackMesh mesh(k, slotBytes);
+  // The threads wait as ranks of a host with this many ranks and CPUs do (shm_transport.cc):
+  // crowded ones yield at once.
+  std::vector<int> hostCpus;
+  for (const std::vector<int>& set : cpus) hostCpus.insert(hostCpus.end(), set.begin(), set.end());
+  std::sort(hostCpus.begin(), hostCpus.end());
+  hostCpus.erase(std::unique(hostCpus.begin(), hostCpus.end()), hostCpus.end());
+  for (int r = 0; r < k; ++r) {
+    mesh.waker(r)->hostRanks = static_cast<uint32_t>(k);
+    mesh.waker(r)->hostCpus = static_cast<uint32_t>(hostCpus.size());
+  }
   const kernels::Reducer reducer(braidFloat32, braidSum, k);
   CallDescriptor call;
   call.coll = static_cast<uint8_t>(Collective::kSend);
@@ -232,6 +242,7 @@ class Probe {
     c.hopUs = std::min(c.hopUs, hopAgain);
     ASSIGN_OR_RETURN(c.crowdedHopUs, fitCrowdedHop(c));
     ASSIGN_OR_RETURN(c.crowdedPostUs, fitCrowdedPost(c));
+    ASSIGN_OR_RETURN(c.crowdedSwitchFactor, fitCrowdedSwitch(c));
     RETURN_IF_ERROR(validateCalibration(c).withContext("calibration measured"));
     return c;
   }
@@ -371,16 +382,40 @@ class Probe {
     });
   }
 
-  /// Every crowded rank's plan of kCalls small all-reduces back to back, as one plan (the model
-  /// simulates them so: a rank starts its next call as soon as it is done with its part).
-  Result<std::vector<Plan>> repeatedPlans(Algorithm algo, int nchannels) const {
+  /// What a crowded rank's bytes cost, as a multiple, when its core last ran another rank: fitted
+  /// the same way, the two above known, to a ring all-reduce long enough that its chunks' bytes
+  /// outweigh the hand-offs (the model's sizes and rates for it: chunks in the core's cache).
+  Result<double> fitCrowdedSwitch(const Calibration& c) {
+    constexpr uint32_t kChunk = 128 * 1024;
+    constexpr uint64_t kBytes = 1 << 20;
+    ASSIGN_OR_RETURN(std::vector<Plan> plans,
+                     repeatedPlans(Algorithm::kRing, 1, kBytes / 4, kChunk));
+    // The better of two: on a 2-vCPU VM the first runs over these new megabytes of buffers and
+    // FIFOs took 2.3-2.9x as long as the second's (10.2-13.4 ms against 3.7-4.7 ms).
+    ASSIGN_OR_RETURN(const double firstUs, crowdedUs(plans, kBytes, kChunk));
+    ASSIGN_OR_RETURN(const double secondUs, crowdedUs(plans, kBytes, kChunk));
+    const double targetUs = std::min(firstUs, secondUs);
+    SimMachine m = crowdedMachine(c);
+    m.hopUs[0] = c.crowdedHopUs;
+    m.postUs[0] = c.crowdedPostUs;
+    return bisect(1.0, 16.0, targetUs, [&](double factor) {
+      m.switchFactor = factor;
+      return simulatePlans(plans, m);
+    });
+  }
+
+  /// Every crowded rank's plan of kCalls all-reduces back to back, as one plan (the model
+  /// simulates them so: a rank starts its next call as soon as it is done with its part); by
+  /// default of a few floats per channel in one-float chunks.
+  Result<std::vector<Plan>> repeatedPlans(Algorithm algo, int nchannels, uint64_t count = 0,
+                                          uint32_t chunkBytes = kTinyBytes * 4) const {
     const int k = static_cast<int>(crowded_.size());
     PlanRequest request;
     request.coll = Collective::kAllReduce;
     request.algo = algo;
     request.nranks = k;
-    request.count = 4 * uint64_t(k) * uint64_t(nchannels);
-    request.chunkBytes = kTinyBytes * 4;
+    request.count = count != 0 ? count : 4 * uint64_t(k) * uint64_t(nchannels);
+    request.chunkBytes = chunkBytes;
     request.nchannels = nchannels;
     std::vector<Plan> plans;
     for (int r = 0; r < k; ++r) {
@@ -400,8 +435,9 @@ class Probe {
 
   /// Microseconds the crowded ranks take for `plans` (the fastest of several runs), each of the
   /// kCalls calls in them run as the library runs a call: a PlanRun of its own, one after the
-  /// other.
-  Result<double> crowdedUs(const std::vector<Plan>& plans) {
+  /// other, over buffers of `bytes` and FIFO slots of `slotBytes`.
+  Result<double> crowdedUs(const std::vector<Plan>& plans, uint64_t bytes = 4096,
+                           uint32_t slotBytes = 4096) {
     std::vector<Plan> single = plans;
     for (Plan& p : single) {
       for (Lane& l : p.lanes) l.steps.resize(l.steps.size() / kCalls);
@@ -409,16 +445,16 @@ class Probe {
     std::vector<Buffer> owned;
     std::vector<PlanBuffers> buffers;
     for (size_t r = 0; r < plans.size(); ++r) {
-      ASSIGN_OR_RETURN(Buffer in, allocate(4096));
-      ASSIGN_OR_RETURN(Buffer out, allocate(4096));
-      ASSIGN_OR_RETURN(Buffer scratch, allocate(4096));
+      ASSIGN_OR_RETURN(Buffer in, allocate(bytes));
+      ASSIGN_OR_RETURN(Buffer out, allocate(bytes));
+      ASSIGN_OR_RETURN(Buffer scratch, allocate(bytes));
       buffers.push_back({in.get(), out.get(), scratch.get()});
       owned.push_back(std::move(in));
       owned.push_back(std::move(out));
       owned.push_back(std::move(scratch));
     }
     ASSIGN_OR_RETURN(double seconds, lowQuantile(runs(10), 0.0, [&](int) {
-                       return runGroup(single, buffers, crowded_, 4096, kCalls);
+                       return runGroup(single, buffers, crowded_, slotBytes, kCalls);
                      }));
     return seconds * 1e6;
   }

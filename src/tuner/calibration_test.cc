@@ -27,6 +27,7 @@ Calibration sample() {
   c.reduceDramGBps = 6.0 / 7.0;  // not representable in few digits: the text must be exact
   c.transferGBps = 12.5;
   c.cacheMiB = 32.5;
+  c.crowdedSwitchFactor = 2.25;
   c.cpus = 2;
   return c;
 }
@@ -49,12 +50,12 @@ TEST(Calibration, ParseErrorsNameTheOriginAndLine) {
   const size_t hop = badNumber.find("\nhop_us ") + 1;
   badNumber.replace(hop, badNumber.find('\n', hop) - hop, "hop_us 0.1x");
   const std::vector<Case> cases = {
-      {good + "bogus 1\n", "f.txt:16: unknown key 'bogus'"},
+      {good + "bogus 1\n", "f.txt:17: unknown key 'bogus'"},
       {badNumber, "bad number '0.1x' for hop_us"},
-      {"format 4\nfingerprint fp\nstep_us 1\n", "no 'hop_us' line"},
-      {"format 3\n", "f.txt:1: unknown format '3'"},
-      {"format 4\nfingerprint other\n", "f.txt:2: recorded for another binary or host (other)"},
-      {"format 4\nstep_us\n", "f.txt:2: expected 'key value'"},
+      {"format 5\nfingerprint fp\nstep_us 1\n", "no 'hop_us' line"},
+      {"format 4\n", "f.txt:1: unknown format '4'"},
+      {"format 5\nfingerprint other\n", "f.txt:2: recorded for another binary or host (other)"},
+      {"format 5\nstep_us\n", "f.txt:2: expected 'key value'"},
   };
   for (const Case& c : cases) {
     Result<Calibration> r = parseCalibration(c.text, "fp", "f.txt");

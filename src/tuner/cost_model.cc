@@ -99,7 +99,8 @@ void encodeModelConstants(const ModelConstants& m, uint8_t* out) {
                            c.transferGBps,
                            c.crowdedPostUs,
                            static_cast<double>(m.host.coreCacheBytes),
-                           c.cacheMiB};
+                           c.cacheMiB,
+                           c.crowdedSwitchFactor};
   static_assert(sizeof(values) <= kModelConstantsWireBytes);
   std::fill(out, out + kModelConstantsWireBytes, uint8_t{0});
   for (size_t i = 0; i < std::size(values); ++i) {
@@ -128,6 +129,7 @@ ModelConstants decodeModelConstants(const uint8_t* in) {
   c.crowdedPostUs = at(14);
   m.host.coreCacheBytes = static_cast<uint64_t>(at(15));
   c.cacheMiB = at(16);
+  c.crowdedSwitchFactor = at(17);
   return m;
 }
 
@@ -198,6 +200,7 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
     m.hopUs[h] = crowded ? c.crowdedHopUs : c.hopUs;
     m.postUs[h] = crowded ? c.crowdedPostUs : 0.0;
   }
+  m.switchFactor = std::max(1.0, c.crowdedSwitchFactor);
   model.maxRanksPerHost_ = *std::max_element(ranksOn.begin(), ranksOn.end());
   model.ranksOnHost_ = ranksOn;
 

@@ -49,7 +49,8 @@ struct StepFifos {
   std::array<int32_t, kMaxStepPeers> recv{-1, -1, -1};
   std::array<int32_t, kMaxStepPeers> send{-1, -1, -1};
   StepShape shape{};
-  double cpuUs[3] = {0, 0, 0};  ///< per Part
+  double cpuUs[3] = {0, 0, 0};    ///< per Part
+  double bytesUs[3] = {0, 0, 0};  ///< per Part: the share of cpuUs that moves bytes
 };
 
 struct RankState {
@@ -142,7 +143,16 @@ class Simulation {
       if (m_.cores[h] > 0 && m_.cores[h] < ranksOn[h])
         coreFree_[h].assign(size_t(m_.cores[h]), 0.0);
     }
-    lastCore_.assign(plans_.size(), -1);
+    // A crowded host's ranks keep their cores (the scheduler rarely moves a task that keeps
+    // running): its k-th rank runs on core k mod cores.
+    coreOf_.assign(plans_.size(), -1);
+    coreRank_.resize(coreFree_.size());
+    for (size_t h = 0; h < coreFree_.size(); ++h) coreRank_[h].assign(coreFree_[h].size(), -1);
+    std::vector<int> placed(m_.cores.size(), 0);
+    for (size_t r = 0; r < plans_.size(); ++r) {
+      const size_t h = size_t(m_.hostOf[r]);
+      if (!coreFree_[h].empty()) coreOf_[r] = placed[h]++ % int(coreFree_[h].size());
+    }
     windows_.assign(plans_.size(), 0);
     for (size_t r = 0; m_.shmBudgetBytes != 0 && r < plans_.size(); ++r) {
       windows_[r] = sendWindowFor(plans_[r], m_.shmBudgetBytes);
@@ -170,8 +180,9 @@ class Simulation {
             const int posts = part == Part::kRecvHalf || !shape.sends ? 0
                               : part == Part::kSendHalf               ? 1
                                                                       : step.nsend;
-            fifos[s].cpuUs[static_cast<int>(part)] =
-                m_.stepUs + bytesCost(step, shape, part, m_.bytes) + posts * post;
+            const double bytesUs = bytesCost(step, shape, part, m_.bytes);
+            fifos[s].bytesUs[static_cast<int>(part)] = bytesUs;
+            fifos[s].cpuUs[static_cast<int>(part)] = m_.stepUs + bytesUs + posts * post;
           }
           for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
             ASSIGN_OR_RETURN(fifos[s].recv[i], fifoOf(step.recvPeers[i], r, lane.channel));
@@ -292,21 +303,19 @@ class Simulation {
     const size_t host = static_cast<size_t>(m_.hostOf[r]);
     const double hop = m_.hopUs[host];
     double start = ready;
+    double cpuUs = f.cpuUs[static_cast<int>(part)];
     if (std::vector<double>& cores = coreFree_[host]; !cores.empty()) {
-      // The core this rank ran on if it is free by then, else the one that frees first.
-      size_t c = 0;
-      if (lastCore_[r] >= 0 && cores[size_t(lastCore_[r])] <= ready) {
-        c = size_t(lastCore_[r]);
-      } else {
-        for (size_t k = 1; k < cores.size(); ++k) {
-          if (cores[k] < cores[c]) c = k;
-        }
-      }
+      const size_t c = size_t(coreOf_[r]);
       start = std::max(ready, cores[c]);
-      cores[c] = start + f.cpuUs[static_cast<int>(part)];
-      lastCore_[r] = static_cast<int>(c);
+      // After another rank's step the core's caches hold that rank's data rather than ours.
+      int& previous = coreRank_[host][c];
+      if (previous >= 0 && previous != r) {
+        cpuUs += f.bytesUs[static_cast<int>(part)] * (m_.switchFactor - 1);
+      }
+      previous = r;
+      cores[c] = start + cpuUs;
     }
-    const double end = start + f.cpuUs[static_cast<int>(part)];
+    const double end = start + cpuUs;
     rs.freeAt = end;
     rs.dirty = false;
     touch(r);
@@ -385,7 +394,8 @@ class Simulation {
   const SimMachine& m_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_;
   std::vector<std::vector<double>> coreFree_;  ///< per crowded host: when each core frees
-  std::vector<int> lastCore_;                  ///< per rank
+  std::vector<int> coreOf_;                    ///< per rank: its core on a crowded host, else -1
+  std::vector<std::vector<int>> coreRank_;     ///< per crowded host and core: its last rank
   std::vector<int> touched_;
   std::vector<RankState> ranks_;
   std::vector<std::vector<std::vector<StepFifos>>> stepFifos_;

@@ -6,12 +6,14 @@
 // to have room (nslots messages between hosts; within a host 64 messages and the plan's send window
 // of payload above 4 KiB, as the shared-memory FIFOs take them); it then occupies its rank for stepUs
 // plus its bytes at the copy or reduce rate, and what it sends arrives its host's hopUs (plus the
-// link's latency) after it ends. Where a host's ranks outnumber its cores, a step also needs one
-// of the host's cores: steps get cores in the order they became ready (a rank preferring the core
-// it ran on), so busy ranks share the cores and idle ones leave them to the others, as the OS
-// scheduler does with ranks that yield while they wait; and their hand-offs cost what a crowded
-// host's cost (the receiver must first get a core back from a rank that spins and yields) - that
-// is what makes 4 ranks on 2 cores slow on every hop and halves their bandwidth.
+// link's latency) after it ends. Where a host's ranks outnumber its cores, each rank keeps one of
+// them (the host's k-th rank core k mod cores, as the OS scheduler leaves a task where it runs)
+// and a step waits for its core: ranks sharing a core take turns, and one that waits leaves the
+// core to the other, as ranks that yield while they wait do. A step that follows another rank's
+// on its core pays its bytes switchFactor times (its data were evicted from the core's caches);
+// hand-offs cost what a crowded host's cost (the receiver must first get a core back from a rank
+// that spins and yields) - that is what makes 4 ranks on 2 cores slow on every hop and halves
+// their bandwidth.
 // Transfers between hosts occupy the sending host's network link for bytes / bandwidth, one at a
 // time, and arrive a link latency later.
 //
@@ -59,6 +61,9 @@ struct SimMachine {
   /// hosts.
   uint64_t shmBudgetBytes = 0;
   double stepUs = 0;           ///< CPU cost of executing any step (or one half of a SendRecv)
+  /// On a crowded host: what a step's byte costs are multiplied by when its core last ran another
+  /// rank's step.
+  double switchFactor = 1;
   ByteCosts bytes;
   std::vector<PairLink> links;  ///< nranks x nranks, [from * nranks + to]; empty: all local
   int wires = 0;                ///< number of serial link resources

@@ -155,6 +155,25 @@ TEST(PlanCost, RanksOnOneCoreTakeTurns) {
   EXPECT_DOUBLE_EQ(simulatePlans(idle, machine(2, 2)).value(), 5 * 1.5);
 }
 
+TEST(PlanCost, CrowdedRanksKeepTheirCoresAndPaySwitchesInBytes) {
+  // Three ranks on two cores, each with two local copies of 1.5 us (0.5 step + 1.0 bytes): ranks
+  // 0 and 2 share core 0 and take turns there (6 us) while rank 1 has core 1 to itself - not the
+  // 4.5 us of six steps spread over two cores.
+  std::vector<Plan> plans = {emptyPlan(0, 3), emptyPlan(1, 3), emptyPlan(2, 3)};
+  for (Plan& p : plans) {
+    for (int i = 0; i < 2; ++i)
+      p.lanes[0].steps.push_back(makeLocalCopy(input(0), output(0), 1000));
+  }
+  SimMachine m = machine(3, 2);
+  EXPECT_DOUBLE_EQ(simulatePlans(plans, m).value(), 6.0);
+  // Every step on core 0 after its first follows the other rank's and pays its bytes 3x:
+  // 1.5 + 3 * (0.5 + 3.0).
+  m.switchFactor = 3;
+  EXPECT_DOUBLE_EQ(simulatePlans(plans, m).value(), 12.0);
+  // A core per rank: nobody switches.
+  EXPECT_DOUBLE_EQ(simulatePlans(plans, machine(3, 3)).value(), 3.0);
+}
+
 TEST(PlanCost, TransfersOnOneWireGoOneAtATime) {
   // Ranks 0 and 1 on host 0 each send one chunk to ranks 2 and 3 on host 1 over one wire.
   SimMachine m = machine(4);
