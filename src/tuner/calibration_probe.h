@@ -3,7 +3,7 @@
 // CPU kernels, SendConnector and RecvConnector) by threads of this process - never the caller's
 // own, whose CPU affinity it leaves alone - over FIFOs in process memory laid out as the
 // shared-memory transport lays them out; copy and reduce rates from the kernels against the
-// memory system. Takes a few hundred milliseconds, once per host and build (then cached).
+// memory system. Takes about a second, once per host and build (then cached).
 #pragma once
 
 #include <cstdint>
