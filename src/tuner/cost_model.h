@@ -25,11 +25,14 @@
 //          per NIC
 //   gamma  per-byte reduction = 1 / reduce rate (measured: the float32 sum kernel, cached)
 //   oversubscription: the ranks of a host share min(cores of the host, cores the ranks are bound
-//          to) cores (topology + every rank's Locality). Where they outnumber them, steps take
-//          turns on the cores (plan_cost.h) and every hop costs crowdedHopUs (fitted so that this
-//          simulation of four ranks running a small ring all-reduce on two cores takes as long as
-//          the real thing, calibration.h) and every slot posted costs its sender crowdedPostUs
-//          of CPU (fitted likewise to the direct all-reduce over four channels)
+//          to) cores (topology + every rank's Locality). Where they outnumber them, each rank
+//          keeps a core and the ranks sharing one take turns (plan_cost.h); every hop costs
+//          crowdedHopUs (fitted so that this simulation of four ranks running a small ring
+//          all-reduce on two cores takes as long as the real thing, calibration.h), every slot
+//          posted costs its sender crowdedPostUs of CPU (fitted likewise to the direct
+//          all-reduce over four channels), and a step that follows another rank's on its core
+//          pays its bytes crowdedSwitchFactor times (fitted likewise to a 1 MiB ring
+//          all-reduce in 128 KiB chunks)
 #pragma once
 
 #include <cstdint>
