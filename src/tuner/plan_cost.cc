@@ -180,7 +180,11 @@ class Simulation {
             const int posts = part == Part::kRecvHalf || !shape.sends ? 0
                               : part == Part::kSendHalf               ? 1
                                                                       : step.nsend;
-            const double bytesUs = bytesCost(step, shape, part, m_.bytes);
+            const bool receives =
+                part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
+            const double bytesUs = bytesCost(step, shape, part, m_.bytes) -
+                                   (receives ? sameCoreSenders(r, step) : 0) * step.bytes *
+                                       m_.bytes.transfer;
             fifos[s].bytesUs[static_cast<int>(part)] = bytesUs;
             fifos[s].cpuUs[static_cast<int>(part)] = m_.stepUs + bytesUs + posts * post;
           }
@@ -196,6 +200,19 @@ class Simulation {
       }
     }
     return okStatus();
+  }
+
+  // How many of the step's senders share rank r's core on a crowded host: what they posted is in
+  // this core's caches already, so receiving it costs no cross-core transfer.
+  int sameCoreSenders(int r, const Step& step) const {
+    int same = 0;
+    for (int i = 0; coreOf_[size_t(r)] >= 0 && i < step.nrecv && i < kMaxStepPeers; ++i) {
+      const int peer = step.recvPeers[i];
+      if (peer < 0 || peer >= n()) continue;  // fifoOf reports it
+      same += m_.hostOf[size_t(peer)] == m_.hostOf[size_t(r)] &&
+              coreOf_[size_t(peer)] == coreOf_[size_t(r)];
+    }
+    return same;
   }
 
   Result<int32_t> fifoOf(int from, int to, int channel) {

@@ -174,6 +174,22 @@ TEST(PlanCost, CrowdedRanksKeepTheirCoresAndPaySwitchesInBytes) {
   EXPECT_DOUBLE_EQ(simulatePlans(plans, machine(3, 3)).value(), 3.0);
 }
 
+TEST(PlanCost, ASlotFromARankOnTheSameCoreCostsNoTransfer) {
+  // Three ranks on two cores: rank 2 shares core 0 with rank 0, rank 1 has core 1. Rank 0 sends
+  // 1000 B (0.5 + 1.0 us, then a 1 us hop); receiving it costs 0.5 + 1.0 for the copy, plus
+  // 4.0 for the transfer only when the slot comes from another core.
+  SimMachine m = machine(3, 2);
+  m.bytes.transfer = 0.004;
+  auto sendTo = [](int peer) {
+    std::vector<Plan> plans = {emptyPlan(0, 3), emptyPlan(1, 3), emptyPlan(2, 3)};
+    plans[0].lanes[0].steps.push_back(makeSend(peer, input(0), 1000));
+    plans[size_t(peer)].lanes[0].steps.push_back(makeRecv(0, output(0), 1000));
+    return plans;
+  };
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(2), m).value(), 1.5 + 1.0 + 1.5);
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(1), m).value(), 1.5 + 1.0 + 5.5);
+}
+
 TEST(PlanCost, TransfersOnOneWireGoOneAtATime) {
   // Ranks 0 and 1 on host 0 each send one chunk to ranks 2 and 3 on host 1 over one wire.
   SimMachine m = machine(4);
