@@ -153,6 +153,13 @@ class Simulation {
       const size_t h = size_t(m_.hostOf[r]);
       if (!coreFree_[h].empty()) coreOf_[r] = placed[h]++ % int(coreFree_[h].size());
     }
+    // Only where every core has as many ranks do they stay paired: otherwise the scheduler keeps
+    // moving one to even out the load (replayed sweeps: at 4 ranks on 2 cores the shared cache
+    // shows, at 3 it does not).
+    pairsStay_.assign(m_.cores.size(), false);
+    for (size_t h = 0; h < m_.cores.size(); ++h) {
+      pairsStay_[h] = !coreFree_[h].empty() && ranksOn[h] % int(coreFree_[h].size()) == 0;
+    }
     windows_.assign(plans_.size(), 0);
     for (size_t r = 0; m_.shmBudgetBytes != 0 && r < plans_.size(); ++r) {
       windows_[r] = sendWindowFor(plans_[r], m_.shmBudgetBytes);
@@ -202,11 +209,13 @@ class Simulation {
     return okStatus();
   }
 
-  // How many of the step's senders share rank r's core on a crowded host: what they posted is in
-  // this core's caches already, so receiving it costs no cross-core transfer.
+  // How many of the step's senders share rank r's core on a crowded host where ranks stay paired:
+  // what they posted is in this core's caches already, so receiving it costs no cross-core
+  // transfer.
   int sameCoreSenders(int r, const Step& step) const {
+    if (coreOf_[size_t(r)] < 0 || !pairsStay_[size_t(m_.hostOf[size_t(r)])]) return 0;
     int same = 0;
-    for (int i = 0; coreOf_[size_t(r)] >= 0 && i < step.nrecv && i < kMaxStepPeers; ++i) {
+    for (int i = 0; i < step.nrecv && i < kMaxStepPeers; ++i) {
       const int peer = step.recvPeers[i];
       if (peer < 0 || peer >= n()) continue;  // fifoOf reports it
       same += m_.hostOf[size_t(peer)] == m_.hostOf[size_t(r)] &&
@@ -413,6 +422,7 @@ class Simulation {
   std::vector<std::vector<double>> coreFree_;  ///< per crowded host: when each core frees
   std::vector<int> coreOf_;                    ///< per rank: its core on a crowded host, else -1
   std::vector<std::vector<int>> coreRank_;     ///< per crowded host and core: its last rank
+  std::vector<bool> pairsStay_;                ///< per host: its ranks keep their core-mates
   std::vector<int> touched_;
   std::vector<RankState> ranks_;
   std::vector<std::vector<std::vector<StepFifos>>> stepFifos_;

@@ -11,7 +11,8 @@
 // and a step waits for its core: ranks sharing a core take turns, and one that waits leaves the
 // core to the other, as ranks that yield while they wait do. A step that follows another rank's
 // on its core pays its bytes switchFactor times (its data were evicted from the core's caches),
-// and a slot from a rank on the same core is received without the cross-core transfer cost;
+// and, where every core has as many ranks (they then stay put), a slot from a rank on the same
+// core is received without the cross-core transfer cost;
 // hand-offs cost what a crowded host's cost (the receiver must first get a core back from a rank
 // that spins and yields) - that is what makes 4 ranks on 2 cores slow on every hop and halves
 // their bandwidth.
@@ -32,7 +33,7 @@ namespace braid {
 
 /// What moving bytes costs a rank's CPU (microseconds per byte). A step pays, per byte it
 /// moves: `transfer` for every slot it receives (the data sits in another core's cache; not
-/// where the sender shares the receiver's core on a crowded host), `reduce` for every
+/// where the sender stays on the receiver's core, plan_cost.h above), `reduce` for every
 /// combination of two operands, `copy` for every further output it writes, and `user` for every
 /// operand in a caller's buffer or scratch (what memory adds over the caches when the call's
 /// buffers do not fit them).

@@ -174,20 +174,25 @@ TEST(PlanCost, CrowdedRanksKeepTheirCoresAndPaySwitchesInBytes) {
   EXPECT_DOUBLE_EQ(simulatePlans(plans, machine(3, 3)).value(), 3.0);
 }
 
-TEST(PlanCost, ASlotFromARankOnTheSameCoreCostsNoTransfer) {
-  // Three ranks on two cores: rank 2 shares core 0 with rank 0, rank 1 has core 1. Rank 0 sends
-  // 1000 B (0.5 + 1.0 us, then a 1 us hop); receiving it costs 0.5 + 1.0 for the copy, plus
-  // 4.0 for the transfer only when the slot comes from another core.
-  SimMachine m = machine(3, 2);
-  m.bytes.transfer = 0.004;
-  auto sendTo = [](int peer) {
-    std::vector<Plan> plans = {emptyPlan(0, 3), emptyPlan(1, 3), emptyPlan(2, 3)};
+TEST(PlanCost, ASlotFromARankThatStaysOnTheSameCoreCostsNoTransfer) {
+  // Four ranks on two cores: ranks 0 and 2 share core 0, 1 and 3 core 1. Rank 0 sends 1000 B
+  // (0.5 + 1.0 us, then a 1 us hop); receiving it costs 0.5 + 1.0 for the copy, plus 4.0 for the
+  // transfer only when the slot comes from another core.
+  auto sendTo = [](int nranks, int peer) {
+    std::vector<Plan> plans;
+    for (int r = 0; r < nranks; ++r) plans.push_back(emptyPlan(r, nranks));
     plans[0].lanes[0].steps.push_back(makeSend(peer, input(0), 1000));
     plans[size_t(peer)].lanes[0].steps.push_back(makeRecv(0, output(0), 1000));
     return plans;
   };
-  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(2), m).value(), 1.5 + 1.0 + 1.5);
-  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(1), m).value(), 1.5 + 1.0 + 5.5);
+  SimMachine four = machine(4, 2);
+  four.bytes.transfer = 0.004;
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(4, 2), four).value(), 1.5 + 1.0 + 1.5);
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(4, 1), four).value(), 1.5 + 1.0 + 5.5);
+  // Three ranks on two cores do not stay paired: the transfer is paid either way.
+  SimMachine three = machine(3, 2);
+  three.bytes.transfer = 0.004;
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(3, 2), three).value(), 1.5 + 1.0 + 5.5);
 }
 
 TEST(PlanCost, TransfersOnOneWireGoOneAtATime) {
