@@ -1,7 +1,7 @@
-// braid-model-regret: the cost model's regret, offline. It builds the tuner a communicator of this
-// host would build (this host's topology, a calibration file, the default configuration) for the
-// rank count of a braid-perf --algo all --json sweep, and compares the model's choice at every
-// size with what was measured:
+// braid-model-regret: the cost model's regret, offline, for any collective. It builds the tuner a
+// communicator of this host would build (this host's topology, a calibration file, the default
+// configuration) for the rank count and collective of a braid-perf --algo all --json sweep, and
+// compares the model's choice at every size with what was measured:
 //
 //   regret = time(the model's choice) / time(the fastest algorithm) - 1,
 //
@@ -35,7 +35,15 @@
 namespace braid {
 namespace {
 
+std::optional<Collective> collectiveNamed(std::string_view name) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    if (collectiveName(static_cast<Collective>(c)) == name) return static_cast<Collective>(c);
+  }
+  return std::nullopt;
+}
+
 struct Sweep {
+  Collective coll = Collective::kAllReduce;
   int nranks = 0;
   std::map<uint64_t, std::map<std::string, double>> fastest;  ///< size -> algorithm -> us
 };
@@ -79,13 +87,19 @@ Result<Sweep> loadSweep(const std::string& path) {
     const auto size = field(line, "size");
     const auto us = field(line, "time_us");
     const auto coll = field(line, "collective");
-    if (!algo || !size || !us || !coll || *coll != "allreduce") continue;
+    if (!algo || !size || !us || !coll) continue;
+    const std::optional<Collective> c = collectiveNamed(*coll);
+    if (!c || *c == Collective::kSend || *c == Collective::kRecv) continue;
+    if (!sweep.fastest.empty() && *c != sweep.coll) {
+      return invalidArgument(path + ": measurements of more than one collective");
+    }
+    sweep.coll = *c;
     const double t = std::stod(*us);
     double& best = sweep.fastest[std::stoull(*size)][*algo];
     if (best == 0 || t < best) best = t;
   }
   if (sweep.nranks < 2 || sweep.fastest.empty()) {
-    return invalidArgument(path + ": no all-reduce measurements of 2 or more ranks");
+    return invalidArgument(path + ": no collective measurements of 2 or more ranks");
   }
   return sweep;
 }
@@ -153,7 +167,7 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
     for (const auto& [name, us] : times) {
       if (bestName.empty() || us < bestUs) bestName = name, bestUs = us;
     }
-    const Choice choice = tuner.chooseUnforced(Collective::kAllReduce, size);
+    const Choice choice = tuner.chooseUnforced(sweep.coll, size);
     const std::string chosen(algorithmName(choice.algo));
     const auto it = times.find(chosen);
     if (it == times.end()) {
@@ -173,17 +187,17 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
       const std::optional<Algorithm> algo = findAlgorithm(name);
       double predicted = -1;
       if (algo) {
-        predicted = tuner.predictedUs(Collective::kAllReduce, *algo, size).value_or(-1.0);
+        predicted = tuner.predictedUs(sweep.coll, *algo, size).value_or(-1.0);
       }
-      const Choice ran = forced.at(name).choose(Collective::kAllReduce, size);
+      const Choice ran = forced.at(name).choose(sweep.coll, size);
       std::printf("      %-6s %6u x%d measured %10.2f us  model %10.2f us  (model/measured %.2f)\n",
                   name.c_str(), ran.chunkBytes, ran.nchannels, us, predicted,
                   predicted > 0 ? predicted / us : 0.0);
     }
   }
-  std::printf("n=%d model regret over %d sizes: geometric mean %.1f%%, max %.1f%% (%llu B); "
+  std::printf("%s n=%d model regret over %d sizes: geometric mean %.1f%%, max %.1f%% (%llu B); "
               "fastest chosen at %d\n",
-              sweep.nranks, sizes, 100 * std::expm1(logSum / sizes), 100 * worst,
+              std::string(collectiveName(sweep.coll)).c_str(), sweep.nranks, sizes, 100 * std::expm1(logSum / sizes), 100 * worst,
               static_cast<unsigned long long>(worstSize), right);
   return okStatus();
 }
