@@ -16,9 +16,10 @@
 //                 sleeps): fitted the same way to the direct all-reduce over four channels
 //   crowdedSwitchFactor  what a crowded rank's bytes cost, as a multiple, when its core last ran
 //                 another rank (that rank's data evicted its own from the core's caches): fitted
-//                 the same way, the two above known, to a ring all-reduce of 1 MiB in 128 KiB
-//                 chunks (measured on a 2-vCPU VM: 2.0-2.4 in most calibrations; replaying the
-//                 all-reduce sweeps of perf/sweeps/ at 3 and 4 ranks puts it at about 2)
+//                 the same way, the two above known, to the median run of a ring all-reduce of
+//                 1 MiB in 128 KiB chunks (measured on a 2-vCPU VM: 2.9-3.4 in six calibrations;
+//                 the fastest run instead read 2.0-2.5, and once 1; the model's choices on the
+//                 all-reduce sweeps of perf/sweeps/ are the same anywhere in 2-3.4)
 //   copy*GBps     kernels::copy on one thread, bytes per second
 //   reduce*GBps   the float32 sum kernel on one thread, output bytes per second
 //                 (*Cache: a 32 KiB chunk again and again; *Dram: buffers twice the LLC)
