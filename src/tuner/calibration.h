@@ -17,7 +17,7 @@
 //   crowdedSwitchFactor  what a crowded rank's bytes cost, as a multiple, when its core last ran
 //                 another rank (that rank's data evicted its own from the core's caches): fitted
 //                 the same way, the two above known, to the median run of a ring all-reduce of
-//                 1 MiB in 128 KiB chunks (measured on a 2-vCPU VM: 2.9-3.4 in six calibrations;
+//                 1 MiB in 128 KiB chunks (measured on a 2-vCPU VM: 2.7-3.4 in seven calibrations;
 //                 the fastest run instead read 2.0-2.5, and once 1; the model's choices on the
 //                 all-reduce sweeps of perf/sweeps/ are the same anywhere in 2-3.4)
 //   copy*GBps     kernels::copy on one thread, bytes per second
