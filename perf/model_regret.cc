@@ -197,7 +197,8 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
   }
   std::printf("%s n=%d model regret over %d sizes: geometric mean %.1f%%, max %.1f%% (%llu B); "
               "fastest chosen at %d\n",
-              std::string(collectiveName(sweep.coll)).c_str(), sweep.nranks, sizes, 100 * std::expm1(logSum / sizes), 100 * worst,
+              std::string(collectiveName(sweep.coll)).c_str(), sweep.nranks, sizes,
+              100 * std::expm1(logSum / sizes), 100 * worst,
               static_cast<unsigned long long>(worstSize), right);
   return okStatus();
 }
