@@ -233,8 +233,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
     // Raise `sleeping`, then look once more: a post that raced with us is either seen here or
     // rings the Waker (see fifo.h).
     const uint32_t seq = sharedWaker->seq.load(std::memory_order_acquire);
-    sharedWaker->sleeping.store(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    announceSleep(sharedWaker);
     Result<bool> recheck = sweep();
     if (recheck.ok() && !recheck.value()) sleepOnWaker(sharedWaker, seq, kSleepNs);
     sharedWaker->sleeping.store(0, std::memory_order_relaxed);

@@ -19,7 +19,7 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
 
 void wakeIfSleeping(Waker* waker) {
   if (waker == nullptr) return;
-  // Pairs with the fence in the sleeper between raising `sleeping` and re-checking its counters.
+  // Pairs with the fence in announceSleep().
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (waker->sleeping.load(std::memory_order_relaxed) != 0) {
     waker->seq.fetch_add(1, std::memory_order_seq_cst);
@@ -29,6 +29,11 @@ void wakeIfSleeping(Waker* waker) {
       (void)!::write(waker->eventFd, &one, sizeof(one));
     }
   }
+}
+
+void announceSleep(Waker* waker) {
+  waker->sleeping.store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void sleepOnWaker(Waker* waker, uint32_t seenSeq, int64_t timeoutNs) {

@@ -24,8 +24,9 @@
 // Each waiting party owns a Waker: when it is about to sleep it raises `sleeping`; whoever changes
 // a counter it may wait on checks that flag afterwards and, if raised, bumps `seq` and wakes the
 // futex on it. The store-then-check on one side and raise-then-recheck on the other (each side a
-// store, a sequentially consistent fence, a load) mean no wake-up is lost, and a running peer
-// costs only one fence and one load per post.
+// store, a full fence, a load) mean no wake-up is lost. Skipping the post's fence (sleepers
+// fencing for every poster with membarrier(2) instead) was tried: the cost moved to the call's
+// next atomic read-modify-write, and neither FIFO micro-benchmarks nor braid-perf moved.
 #pragma once
 
 #include <algorithm>
@@ -95,6 +96,9 @@ struct alignas(kCacheLine) Waker {
 
 /// Wakes the owner of `waker` if it is asleep. Call after publishing the change it waits for.
 void wakeIfSleeping(Waker* waker);
+/// Raises `sleeping` on the caller's own Waker, fenced: a post that the re-check which must
+/// follow misses will see the flag and wake the caller.
+void announceSleep(Waker* waker);
 /// Sleeps on `waker` until it is woken, `seq` differs from `seenSeq`, or timeoutNs passes.
 void sleepOnWaker(Waker* waker, uint32_t seenSeq, int64_t timeoutNs);
 

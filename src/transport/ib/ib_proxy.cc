@@ -398,8 +398,7 @@ void IbProxy::run() {
       continue;
     }
     // Sleep: raise `sleeping` and arm the completion queue, then look once more (fifo.h).
-    waker_.sleeping.store(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    announceSleep(&waker_);
     sleeping = true;
     if (cq_ != nullptr) api_.reqNotifyCq(cq_, 0);
     if ((!lingering && (scanRecvs() | scanSends() | sendNotices() | sendProbes())) |

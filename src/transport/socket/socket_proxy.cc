@@ -280,8 +280,7 @@ void SocketProxy::run() {
       } else if (now - idleSince > kYield) {
         // Raise `sleeping`, then look once more: a post racing with us is seen here or rings the
         // eventfd (fifo.h).
-        waker_.sleeping.store(1, std::memory_order_seq_cst);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        announceSleep(&waker_);
         sleeping = true;
         if (!lingering && (scanSends() | scanRecvs() | takeNotices())) {
           waker_.sleeping.store(0, std::memory_order_relaxed);
