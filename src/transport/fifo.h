@@ -96,8 +96,8 @@ struct alignas(kCacheLine) Waker {
 
 /// Wakes the owner of `waker` if it is asleep. Call after publishing the change it waits for.
 void wakeIfSleeping(Waker* waker);
-/// Raises `sleeping` on the caller's own Waker, fenced: a post that the re-check which must
-/// follow misses will see the flag and wake the caller.
+/// Raises `sleeping` on the caller's own Waker, then fences. The caller must look for work once
+/// more before it sleeps: any post that look misses sees the flag and wakes it.
 void announceSleep(Waker* waker);
 /// Sleeps on `waker` until it is woken, `seq` differs from `seenSeq`, or timeoutNs passes.
 void sleepOnWaker(Waker* waker, uint32_t seenSeq, int64_t timeoutNs);
