@@ -9,6 +9,11 @@
 // shared-memory transport was tuned on, process_vm_readv ran at a quarter to a half of memcpy's
 // rate (GiB/s: 20 against 83 at 256 KiB, 19 against 45 at 1 MiB, 7 against 22 at 16 MiB, 4
 // against 16 at 64 MiB), dearer than the FIFO's two copies, so the transport keeps them.
+// A receiver-reads path in the executor (Input posted by reference, read with process_vm_readv
+// straight into Output) was built and measured on a later 2-vCPU VM: broadcast at n = 2 and 4
+// (256 KiB-64 MiB), all-gather and all-to-all at n = 4 (1-64 MiB) moved within the run-to-run
+// noise, and `tree` broadcast at 256 KiB lost 40% (5 against 8.7 GB/s). The FIFO's second copy
+// reads cache-resident slots, so skipping it saves no memory traffic; the page pinning costs.
 //   braid_benchmarks --benchmark_filter='BM_CrossProcessRead|BM_LocalCopy'
 #include <benchmark/benchmark.h>
 #include <signal.h>
