@@ -110,15 +110,26 @@ TEST_F(TunerSetUp, EveryRankBuildsRankZerosTableAndTheCacheIsReadNextTime) {
   EXPECT_NE(text1.find("allreduce"), std::string::npos);
 
   // The next process (the cache in memory forgotten) reads the file, and builds the same table.
-  clearProcessCalibrations();
-  const std::string log2 = dir_ + "/second.log";
-  std::vector<Result<uint64_t>> second = run(
-      3, [](int) { return std::string(); }, log2);
-  ASSERT_TRUE(second[0].ok()) << second[0].status().message();
-  EXPECT_EQ(second[0].value(), first[0].value());
-  EXPECT_NE(read(log2).find("calibration cache file " + dir_ + "/cache/calibration-"),
-            std::string::npos)
-      << read(log2);
+  // A file whose hand-off is over twice today's was measured in a disturbed moment (a busy CI
+  // host) and is measured again by design; then the next process reads the new file.
+  uint64_t measured = first[0].value();
+  bool readTheFile = false;
+  for (int attempt = 0; attempt < 3 && !readTheFile; ++attempt) {
+    clearProcessCalibrations();
+    const std::string log = dir_ + "/next-" + std::to_string(attempt) + ".log";
+    std::vector<Result<uint64_t>> next = run(
+        3, [](int) { return std::string(); }, log);
+    ASSERT_TRUE(next[0].ok()) << next[0].status().message();
+    const std::string text = read(log);
+    if (text.find("calibration cache file " + dir_ + "/cache/calibration-") != std::string::npos) {
+      EXPECT_EQ(next[0].value(), measured);
+      readTheFile = true;
+    } else {
+      ASSERT_NE(text.find("measuring again: its hand-off of"), std::string::npos) << text;
+      measured = next[0].value();
+    }
+  }
+  EXPECT_TRUE(readTheFile) << "the cached calibration was measured again three times in a row";
 }
 
 TEST_F(TunerSetUp, MalformedTuningFileFailsEveryRankNamingTheLine) {
