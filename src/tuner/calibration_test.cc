@@ -1,6 +1,8 @@
 #include "tuner/calibration.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tuner/calibration_probe.h"
 
@@ -93,6 +96,36 @@ TEST(Calibration, ProbeMeasuresThroughTheDataPath) {
   EXPECT_GT(c.value().hopUs, 0);
   // Too small a cache to check (sizes start at 4 MiB): the topology's figure stands.
   EXPECT_EQ(c.value().cacheMiB, 1.0);
+}
+
+// A rank a launcher bound to one CPU (mpirun --bind-to core) still calibrates the host: the probe
+// runs its threads on the CPUs the host offers, not on the one the rank was given.
+TEST(Calibration, ProbeOfARankBoundToOneCpuMeasuresAcrossCores) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "needs two CPUs";
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  Result<Calibration> c = internalError("not run");
+  std::thread bound([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+    ProbeOptions options;
+    options.effort = 0.1;
+    options.repeats = 1;
+    options.llcBytes = 1 << 20;
+    c = measureCalibration(options);
+    cpu_set_t after;
+    CPU_ZERO(&after);
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(after), &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&after, &one)) << "the probe changed its caller's affinity";
+  });
+  bound.join();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_GE(c.value().cpus, 2);
 }
 
 // Past its budget every measurement still runs once: a slow host gets a complete calibration.
