@@ -310,8 +310,24 @@ Result<bool> PlanRun::progress() {
 bool PlanRun::blockedOnCpu(int cpu) const {
   for (size_t l = 0; l < plan_.lanes.size(); ++l) {
     const LaneState& state = lanes_[l];
-    if (state.next >= plan_.lanes[l].steps.size() || state.blockedOn == nullptr) continue;
-    if (state.blockedOn->cpu.load(std::memory_order_relaxed) == cpu) return true;
+    const Lane& lane = plan_.lanes[l];
+    if (state.next >= lane.steps.size()) continue;
+    if (state.blockedOn != nullptr && state.blockedOn->cpu.load(std::memory_order_relaxed) == cpu) {
+      return true;
+    }
+    // The steps after this one may wait on a peer of this core that has not posted yet (a
+    // direct fold takes its peers one by one): spinning for the current one would only delay it.
+    const size_t end = std::min(lane.steps.size(), state.next + kLookAheadSteps);
+    for (size_t s = state.next; s < end; ++s) {
+      const Step& step = lane.steps[s];
+      if (!stepShape(step.op).recvs && !stepShape(step.op).independent) continue;
+      for (int i = 0; i < step.nrecv; ++i) {
+        RecvConnector* recv = connectors_->existingRecv(step.recvPeers[i], lane.channel);
+        if (recv == nullptr || recv->tryPeek() != nullptr) continue;
+        const Waker* peer = recv->peerWaker();
+        if (peer != nullptr && peer->cpu.load(std::memory_order_relaxed) == cpu) return true;
+      }
+    }
   }
   return false;
 }

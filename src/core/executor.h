@@ -65,6 +65,7 @@ class PlanRun {
 
  private:
   enum class StepResult { kBlocked, kPartial, kDone };
+  static constexpr size_t kLookAheadSteps = 4;
   struct LaneState {
     size_t next = 0;
     bool sendDone = false;  // halves of an independent step already finished
