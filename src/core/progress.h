@@ -4,9 +4,10 @@
 // Waiting never burns a core for long: after nothing moved it spins briefly (a peer on another
 // core answers within a microsecond; how long is learnt from recent waits), then yields (a peer
 // sharing this core gets to run), then sleeps on its communicator's Waker, which peers ring when
-// they post or free a slot. When the host's ranks outnumber its CPUs it skips the spin: the data
-// it waits for comes from a rank that needs a core. While idle it checks each communicator's health
-// (abort, failure notices, dead peers) and the timeout.
+// they post or free a slot. When the host's ranks outnumber its CPUs it yields at once if a peer it
+// waits on shares its core (that peer needs the core), and otherwise spins for about a process
+// switch while such spins keep paying. While idle it checks each communicator's health (abort,
+// failure notices, dead peers) and the timeout.
 #pragma once
 
 #include <cstddef>
