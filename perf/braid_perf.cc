@@ -104,7 +104,7 @@ Result<int> runLocal(RunSpec spec) {
     }
     mine.ids.resize(nids);
     std::memcpy(mine.ids.data(), payload.data(), payload.size());
-    if (spec.options.bindCores) {
+    if (bindsCores(spec.options)) {
       if (Status bound = bindToCpu(p); !bound.ok()) {
         std::fprintf(stderr, "braid-perf: rank process %d: %s\n", p, bound.message().c_str());
         return 2;

@@ -41,6 +41,13 @@ bool collectiveHasRoot(PerfCollective coll);
 /// How per-rank iteration times combine into the reported time (-a).
 enum class AverageMode { kRank0 = 0, kAverage = 1, kMin = 2, kMax = 3 };
 
+/// Where braid-perf's local rank processes run.
+enum class BindPolicy {
+  kAuto,  ///< kCore for host buffers and one rank per process, else kNone
+  kNone,  ///< where the scheduler puts them
+  kCore,  ///< local rank process p on the p-th CPU it may use, as mpirun --bind-to core
+};
+
 struct PerfOptions {
   PerfCollective collective = PerfCollective::kAllReduce;
   uint64_t minBytes = 32ull << 20;
@@ -65,13 +72,16 @@ struct PerfOptions {
   std::string jsonFile;        ///< --json
   std::string tuneFile;        ///< --tune: measure every algorithm variant, write the table here
   bool device = false;         ///< --device: buffers in CUDA device memory (the current GPU)
-  bool bindCores = false;      ///< --bind core: local rank process p on the p-th allowed CPU
+  BindPolicy bind = BindPolicy::kAuto;  ///< --bind
   bool help = false;
   bool helpEnv = false;
 };
 
 /// Parses the arguments after the program name. `defaultCollective` is what the program name
 /// implies; a positional collective name overrides it. Errors name the offending argument.
+/// Whether the local rank processes are bound to a CPU each (--bind, auto resolved).
+bool bindsCores(const PerfOptions& options);
+
 Result<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
                                      PerfCollective defaultCollective = PerfCollective::kAllReduce);
 

@@ -56,10 +56,13 @@ TEST(PerfOptions, ShortLongAndAttachedForms) {
 }
 
 TEST(PerfOptions, BindPlacesRankProcessesOnCores) {
-  EXPECT_FALSE(parseOk({}).bindCores);
-  EXPECT_TRUE(parseOk({"--bind", "core"}).bindCores);
-  EXPECT_FALSE(parseOk({"--bind=core", "--bind", "none"}).bindCores);
-  EXPECT_NE(parseError({"--bind", "socket"}).find("'socket' is not none or core"),
+  EXPECT_TRUE(bindsCores(parseOk({})));  // auto: host buffers, one rank per process
+  EXPECT_FALSE(bindsCores(parseOk({"-t", "2"})));
+  EXPECT_FALSE(bindsCores(parseOk({"--device"})));
+  EXPECT_TRUE(bindsCores(parseOk({"--bind", "core", "-t", "2"})));
+  EXPECT_FALSE(bindsCores(parseOk({"--bind=core", "--bind", "none"})));
+  EXPECT_TRUE(bindsCores(parseOk({"--bind", "none", "--bind", "auto"})));
+  EXPECT_NE(parseError({"--bind", "socket"}).find("'socket' is not auto, none or core"),
             std::string::npos);
 }
 
