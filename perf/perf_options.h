@@ -77,11 +77,11 @@ struct PerfOptions {
   bool helpEnv = false;
 };
 
-/// Parses the arguments after the program name. `defaultCollective` is what the program name
-/// implies; a positional collective name overrides it. Errors name the offending argument.
 /// Whether the local rank processes are bound to a CPU each (--bind, auto resolved).
 bool bindsCores(const PerfOptions& options);
 
+/// Parses the arguments after the program name. `defaultCollective` is what the program name
+/// implies; a positional collective name overrides it. Errors name the offending argument.
 Result<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
                                      PerfCollective defaultCollective = PerfCollective::kAllReduce);
 

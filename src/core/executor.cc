@@ -321,8 +321,8 @@ bool PlanRun::blockedOnCpu(int cpu) const {
     for (size_t s = state.next; s < end; ++s) {
       const Step& step = lane.steps[s];
       // A call check's slot is the ledger's to look at (under its lock), and rarely waited for.
-      if (step.flags & kStepCallCheck) continue;
-      if (!stepShape(step.op).recvs && !stepShape(step.op).independent) continue;
+      const StepShape shape = stepShape(step.op);
+      if ((step.flags & kStepCallCheck) || (!shape.recvs && !shape.independent)) continue;
       for (int i = 0; i < step.nrecv; ++i) {
         RecvConnector* recv = connectors_->existingRecv(step.recvPeers[i], lane.channel);
         if (recv == nullptr || recv->tryPeek() != nullptr) continue;

@@ -88,8 +88,9 @@ bool sharesCpuWithPeer(const std::vector<ProgressTask>& tasks) {
 /// Whether spinning on a crowded host has been paying off for this thread's waits. It does where
 /// each rank waits on peers directly (4 ranks on 2 cores, 8 B direct all-reduce: 7.5 us a call
 /// against 10.4 yielding at once); it does not where the peer it waits for itself waits on the
-/// rank that shares this core (ring, tree: 20-25% slower at 32 KiB), which a rank cannot see.
-/// So a spin is tried while most recent ones ended with data, and otherwise one wait in 16.
+/// rank that shares this core (ring, tree: 20-25% slower at 32 KiB when every wait spun), which a
+/// rank cannot see. So a spin is tried while most recent ones ended with data, and otherwise one
+/// wait in kProbeEvery, to notice when they would again.
 class CrowdedSpinRecord {
  public:
   bool worthTrying() { return ++waits_ % kProbeEvery == 0 || wins_ >= kOne / 2; }
