@@ -25,6 +25,7 @@
 
 #include "algorithms/algorithms.h"
 #include "core/config.h"
+#include "core/dtype.h"
 #include "topology/locality.h"
 #include "topology/ordering.h"
 #include "topology/process_topology.h"
@@ -46,6 +47,9 @@ struct Sweep {
   Collective coll = Collective::kAllReduce;
   int nranks = 0;
   std::map<uint64_t, std::map<std::string, double>> fastest;  ///< size -> algorithm -> us
+  /// size -> the bytes the tuner is asked about: count x datatype size, as the library computes
+  /// them (per rank for all-gather and reduce-scatter, per peer for all-to-all).
+  std::map<uint64_t, uint64_t> callBytes;
 };
 
 Result<std::string> readText(const std::string& path) {
@@ -87,7 +91,9 @@ Result<Sweep> loadSweep(const std::string& path) {
     const auto size = field(line, "size");
     const auto us = field(line, "time_us");
     const auto coll = field(line, "collective");
-    if (!algo || !size || !us || !coll) continue;
+    const auto count = field(line, "count");
+    const auto dtype = field(line, "dtype");
+    if (!algo || !size || !us || !coll || !count || !dtype) continue;
     const std::optional<Collective> c = collectiveNamed(*coll);
     if (!c || *c == Collective::kSend || *c == Collective::kRecv) continue;
     if (!sweep.fastest.empty() && *c != sweep.coll) {
@@ -95,6 +101,9 @@ Result<Sweep> loadSweep(const std::string& path) {
     }
     sweep.coll = *c;
     const double t = std::stod(*us);
+    const std::optional<braidDataType_t> type = parseDataType(*dtype);
+    if (!type) return invalidArgument(path + ": unknown dtype " + *dtype);
+    sweep.callBytes[std::stoull(*size)] = std::stoull(*count) * dataTypeSize(*type);
     double& best = sweep.fastest[std::stoull(*size)][*algo];
     if (best == 0 || t < best) best = t;
   }
@@ -167,7 +176,8 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
     for (const auto& [name, us] : times) {
       if (bestName.empty() || us < bestUs) bestName = name, bestUs = us;
     }
-    const Choice choice = tuner.chooseUnforced(sweep.coll, size);
+    const uint64_t bytes = sweep.callBytes.at(size);
+    const Choice choice = tuner.chooseUnforced(sweep.coll, bytes);
     const std::string chosen(algorithmName(choice.algo));
     const auto it = times.find(chosen);
     if (it == times.end()) {
@@ -187,9 +197,9 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
       const std::optional<Algorithm> algo = findAlgorithm(name);
       double predicted = -1;
       if (algo) {
-        predicted = tuner.predictedUs(sweep.coll, *algo, size).value_or(-1.0);
+        predicted = tuner.predictedUs(sweep.coll, *algo, bytes).value_or(-1.0);
       }
-      const Choice ran = forced.at(name).choose(sweep.coll, size);
+      const Choice ran = forced.at(name).choose(sweep.coll, bytes);
       std::printf("      %-6s %6u x%d measured %10.2f us  model %10.2f us  (model/measured %.2f)\n",
                   name.c_str(), ran.chunkBytes, ran.nchannels, us, predicted,
                   predicted > 0 ? predicted / us : 0.0);
