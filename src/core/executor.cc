@@ -293,16 +293,91 @@ Result<bool> PlanRun::progress() {
     while (state.next < lane.steps.size()) {
       const Step& step = lane.steps[state.next];
       StepResult result;
-      if (stepShape(step.op).independent || (step.flags & kStepCallCheck)) {
+      if (state.sentAhead && step.op == StepOp::kSend) {
+        result = StepResult::kDone;
+      } else if (stepShape(step.op).independent || (step.flags & kStepCallCheck)) {
         ASSIGN_OR_RETURN(result, tryIndependent(step, lane.channel, state));
       } else {
         ASSIGN_OR_RETURN(result, tryDependent(step, lane.channel, state));
       }
       if (result != StepResult::kBlocked) moved = true;
       if (result != StepResult::kDone) break;
+      const uint32_t passed = state.passedAhead;
       state = LaneState{state.next + 1};
-      if (state.next == lane.steps.size()) --lanesLeft_;
+      if (state.next == lane.steps.size()) {
+        --lanesLeft_;
+      } else if (passed > 0) {
+        state.passedAhead = passed - 1;
+        state.sentAhead = true;
+        state.sendDone = stepShape(lane.steps[state.next].op).independent;
+      }
     }
+    if (state.next < lane.steps.size()) {
+      ASSIGN_OR_RETURN(bool sent, sendAhead(lane, state));
+      moved |= sent;
+    }
+  }
+  return moved;
+}
+
+Result<bool> PlanRun::sendAhead(const Lane& lane, LaneState& state) {
+  const Step& current = lane.steps[state.next];
+  const StepShape currentShape = stepShape(current.op);
+  // A FIFO keeps its order: the current step's own sends go first.
+  if ((current.flags & kStepCallCheck) ||
+      (currentShape.sends && !state.sentAhead && !(currentShape.independent && state.sendDone))) {
+    return false;
+  }
+  // What the steps from the current one on will still write; a send may read none of it.
+  struct Extent {
+    const char* begin;
+    size_t bytes;
+  };
+  Extent pending[kMaxSendAheadSteps + 1];
+  size_t npending = 0;
+  auto willWrite = [&](const Step& s, const StepShape& shape) {
+    if (shape.writesDst && s.bytes > 0) pending[npending++] = Extent{out(s.dst), s.bytes};
+  };
+  auto readsPending = [&](const char* p, size_t bytes) {
+    for (size_t i = 0; i < npending; ++i) {
+      if (p < pending[i].begin + pending[i].bytes && pending[i].begin < p + bytes) return true;
+    }
+    return false;
+  };
+  if (!(currentShape.independent && state.recvDone)) willWrite(current, currentShape);
+  size_t j = state.next + 1;
+  for (uint32_t k = 0; k < state.passedAhead; ++k, ++j) {
+    willWrite(lane.steps[j], stepShape(lane.steps[j].op));
+  }
+
+  bool moved = false;
+  for (; j < lane.steps.size() && state.passedAhead < kMaxSendAheadSteps; ++j) {
+    const Step& s = lane.steps[j];
+    const StepShape shape = stepShape(s.op);
+    if (s.flags & kStepCallCheck) break;
+    if (shape.sends) {
+      // Only a plain Send or an independent step's send half reads nothing it receives.
+      if (!shape.independent && s.op != StepOp::kSend) break;
+      const uint32_t bytes = shape.independent ? s.sendBytes : s.bytes;
+      const int nsend = shape.independent ? 1 : s.nsend;
+      if (bytes == 0 || readsPending(in(s.src), bytes)) break;
+      SendConnector* sends[kMaxStepPeers] = {};
+      char* slots[kMaxStepPeers] = {};
+      for (int i = 0; i < nsend; ++i) {
+        ASSIGN_OR_RETURN(sends[i], connectors_->send(s.sendPeers[i], lane.channel));
+        slots[i] = sends[i]->trySlot(bytes, plan_.sendWindow);
+        if (slots[i] == nullptr) return moved;
+      }
+      for (int i = 0; i < nsend; ++i) {
+        kernels::copy(slots[i], in(s.src), bytes);
+        sends[i]->post(bytes, call_);
+      }
+      moved = true;
+    } else if (s.bytes == 0) {
+      break;  // an empty step completes at once; nothing to gain past it
+    }
+    willWrite(s, shape);
+    ++state.passedAhead;
   }
   return moved;
 }

@@ -2,6 +2,10 @@
 //
 // A PlanRun never blocks. progress() advances every lane as far as the FIFOs allow and reports
 // whether anything moved; the progress engine (progress.h) decides how to wait between calls.
+// A lane runs its steps in order, except that while one waits the sends of the steps after it go
+// early where they read nothing a step still to come writes (a Send, an exchange's send half):
+// a rank then hands a peer several chunks per turn on a shared core instead of one (4 ranks on 2
+// cores: rhd all-reduce 15-20% faster at 4-16 MB). The cost model simulates the same (plan_cost).
 // Every received slot is checked against this rank's own call (size and CallDescriptor), so ranks
 // that disagree fail with a message naming both calls instead of corrupting data or hanging.
 // Because the communicator appends a call check lane to every plan that exchanges data (empty
@@ -66,16 +70,24 @@ class PlanRun {
  private:
   enum class StepResult { kBlocked, kPartial, kDone };
   static constexpr size_t kLookAheadSteps = 4;
+  /// Steps past the current one whose sends a lane may post early (each FIFO's slots and window
+  /// bound it further).
+  static constexpr uint32_t kMaxSendAheadSteps = 16;
   struct LaneState {
     size_t next = 0;
     bool sendDone = false;  // halves of an independent step already finished
     bool recvDone = false;
     bool expected = false;  // a check step told the ledger its slot is due
+    bool sentAhead = false;  // sendAhead posted this step's sends (a Send step is then done)
+    uint32_t passedAhead = 0;  // steps after `next` that sendAhead has walked past
     const Waker* blockedOn = nullptr;  // the peer the current step last waited for
   };
 
   Result<StepResult> tryDependent(const Step& step, int channel, LaneState& state);
   Result<StepResult> tryIndependent(const Step& step, int channel, LaneState& state);
+  /// Posts the sends of the steps after a blocked one while they read nothing a step still to
+  /// come writes, so that a rank hands its peers several chunks before it waits.
+  Result<bool> sendAhead(const Lane& lane, LaneState& state);
   Status checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const;
   /// The receiving half of a check step from the ledger's predecessor: drains its check FIFO;
   /// a collective's is done once the ledger is within its lag, a receive's once its slot is taken.

@@ -12,6 +12,8 @@ namespace braid {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
+// Steps past the current one whose sends a lane may post early (PlanRun::kMaxSendAheadSteps).
+constexpr uint32_t kMaxSendAheadSteps = 16;
 
 // Which part of a step a task is: all of a dependent step, or one half of a SendRecv.
 enum class Part : uint8_t { kWhole, kSendHalf, kRecvHalf };
@@ -57,6 +59,8 @@ struct RankState {
   std::vector<size_t> next;  ///< per lane
   std::vector<uint8_t> sendDone;
   std::vector<uint8_t> recvDone;
+  std::vector<uint32_t> ahead;     ///< per lane: steps past next whose sends went early
+  std::vector<int64_t> aheadStep;  ///< per lane: the step whose send may go early, or -1
   size_t lanesLeft = 0;
   double freeAt = 0;
   bool dirty = true;
@@ -64,6 +68,7 @@ struct RankState {
   double readyAt = kNever;  ///< earliest task of this rank, valid when !dirty
   int readyLane = -1;
   Part readyPart = Part::kWhole;
+  size_t readyStep = 0;  ///< the ready task's step: next[readyLane], or an early send's
 };
 
 // The executor's work for a step (executor.cc): (operands - 1) reductions into the first output,
@@ -173,6 +178,8 @@ class Simulation {
       rs.next.assign(plan.lanes.size(), 0);
       rs.sendDone.assign(plan.lanes.size(), 0);
       rs.recvDone.assign(plan.lanes.size(), 0);
+      rs.ahead.assign(plan.lanes.size(), 0);
+      rs.aheadStep.assign(plan.lanes.size(), -1);
       stepFifos_[r].resize(plan.lanes.size());
       for (size_t l = 0; l < plan.lanes.size(); ++l) {
         const Lane& lane = plan.lanes[l];
@@ -204,6 +211,7 @@ class Simulation {
         }
         skipEmpty(r, l);
         if (rs.next[l] < lane.steps.size()) ++rs.lanesLeft;
+        findEarlySend(r, l);
       }
     }
     return okStatus();
@@ -264,10 +272,57 @@ class Simulation {
     }
   }
 
+  // Like the executor's sendAhead: the first step past lane l's current one whose send may go
+  // before the current step completes (a Send, or an independent step's send half, reading
+  // nothing that the steps from the current one on still write), walking past steps that send
+  // nothing; -1 when there is none.
+  void findEarlySend(int r, size_t l) {
+    RankState& rs = ranks_[r];
+    rs.aheadStep[l] = -1;
+    const std::vector<Step>& steps = plans_[r].lanes[l].steps;
+    if (rs.next[l] >= steps.size()) return;
+    const Step& current = steps[rs.next[l]];
+    const StepShape& currentShape = stepFifos_[r][l][rs.next[l]].shape;
+    if (currentShape.sends && !(currentShape.independent && rs.sendDone[l])) return;
+    auto writes = [&](const Step& s, const StepShape& shape, const BufferRef& from,
+                      uint32_t bytes) {
+      return shape.writesDst && s.bytes > 0 && s.dst.buffer == from.buffer &&
+             s.dst.offset < from.offset + bytes && from.offset < s.dst.offset + s.bytes;
+    };
+    auto readsPending = [&](size_t j, const BufferRef& from, uint32_t bytes) {
+      if (!(currentShape.independent && rs.recvDone[l]) &&
+          writes(current, currentShape, from, bytes)) {
+        return true;
+      }
+      for (size_t k = rs.next[l] + 1; k < j; ++k) {
+        if (writes(steps[k], stepFifos_[r][l][k].shape, from, bytes)) return true;
+      }
+      return false;
+    };
+    for (size_t j = rs.next[l] + 1 + rs.ahead[l];
+         j < steps.size() && rs.ahead[l] < kMaxSendAheadSteps; ++j) {
+      const Step& s = steps[j];
+      const StepShape& shape = stepFifos_[r][l][j].shape;
+      if (shape.sends) {
+        if (!shape.independent && s.op != StepOp::kSend) return;
+        const uint32_t bytes = shape.independent ? s.sendBytes : s.bytes;
+        if (bytes == 0 || readsPending(j, s.src, bytes)) return;
+        rs.aheadStep[l] = static_cast<int64_t>(j);
+        return;
+      }
+      if (s.bytes == 0) return;
+      ++rs.ahead[l];
+    }
+  }
+
   // Earliest time a part of rank r's current step on lane l could start, ignoring cores.
   double readyTime(int r, size_t l, Part part) const {
+    return readyTime(r, l, part, ranks_[r].next[l]);
+  }
+  // The same for the part of step `at` of that lane (an early send's).
+  double readyTime(int r, size_t l, Part part, size_t at) const {
     const RankState& rs = ranks_[r];
-    const StepFifos& f = stepFifos_[r][l][rs.next[l]];
+    const StepFifos& f = stepFifos_[r][l][at];
     const StepShape& shape = f.shape;
     double t = rs.freeAt;
     const bool recvs = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
@@ -277,7 +332,7 @@ class Simulation {
       if (q.released >= q.posted) return kNever;
       t = std::max(t, q.arrival[q.released]);
     }
-    const Step& step = plans_[r].lanes[l].steps[rs.next[l]];
+    const Step& step = plans_[r].lanes[l].steps[at];
     const uint64_t need = ringPayloadBytes(part == Part::kSendHalf ? step.sendBytes : step.bytes);
     for (int i = 0; sends && i < kMaxStepPeers && f.send[i] >= 0; ++i) {
       const Fifo& q = fifos_[f.send[i]];
@@ -298,20 +353,25 @@ class Simulation {
       if (rs.next[l] >= plans_[r].lanes[l].steps.size()) continue;
       const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
       const StepShape& shape = stepFifos_[r][l][rs.next[l]].shape;
-      auto consider = [&](Part part) {
-        const double t = readyTime(r, l, part);
+      auto consider = [&](Part part, size_t at) {
+        const double t = readyTime(r, l, part, at);
         if (t < rs.readyAt) {
           rs.readyAt = t;
           rs.readyLane = static_cast<int>(l);
           rs.readyPart = part;
+          rs.readyStep = at;
         }
       };
+      if (rs.aheadStep[l] >= 0) {
+        const size_t at = static_cast<size_t>(rs.aheadStep[l]);
+        consider(stepFifos_[r][l][at].shape.independent ? Part::kSendHalf : Part::kWhole, at);
+      }
       if (!shape.independent) {
-        consider(Part::kWhole);
+        consider(Part::kWhole, rs.next[l]);
         continue;
       }
-      if (!rs.sendDone[l] && s.sendBytes > 0) consider(Part::kSendHalf);
-      if (!rs.recvDone[l] && s.bytes > 0) consider(Part::kRecvHalf);
+      if (!rs.sendDone[l] && s.sendBytes > 0) consider(Part::kSendHalf, rs.next[l]);
+      if (!rs.recvDone[l] && s.bytes > 0) consider(Part::kRecvHalf, rs.next[l]);
     }
     rs.dirty = false;
   }
@@ -321,8 +381,9 @@ class Simulation {
     RankState& rs = ranks_[r];
     const size_t l = static_cast<size_t>(rs.readyLane);
     const Part part = rs.readyPart;
-    const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
-    const StepFifos& f = stepFifos_[r][l][rs.next[l]];
+    const bool early = rs.readyStep != rs.next[l];
+    const Step& s = plans_[r].lanes[l].steps[rs.readyStep];
+    const StepFifos& f = stepFifos_[r][l][rs.readyStep];
     const StepShape& shape = f.shape;
     const double ready = rs.readyAt;
 
@@ -373,18 +434,34 @@ class Simulation {
       touch(q.sender);
     }
 
+    if (early) {
+      ++rs.ahead[l];
+      findEarlySend(r, l);
+      return end;
+    }
     bool stepDone = true;
     if (part == Part::kSendHalf) rs.sendDone[l] = 1;
     if (part == Part::kRecvHalf) rs.recvDone[l] = 1;
     if (part != Part::kWhole) {
       stepDone = (rs.sendDone[l] || s.sendBytes == 0) && (rs.recvDone[l] || s.bytes == 0);
     }
-    if (stepDone) {
+    const std::vector<Step>& steps = plans_[r].lanes[l].steps;
+    while (stepDone) {
       rs.sendDone[l] = rs.recvDone[l] = 0;
       ++rs.next[l];
       skipEmpty(r, l);
-      if (rs.next[l] >= plans_[r].lanes[l].steps.size()) --rs.lanesLeft;
+      stepDone = false;
+      if (rs.next[l] >= steps.size()) {
+        --rs.lanesLeft;
+      } else if (rs.ahead[l] > 0) {
+        // A step whose sends went early: a Send is done, an independent step has its send half.
+        --rs.ahead[l];
+        const StepOp op = steps[rs.next[l]].op;
+        stepDone = op == StepOp::kSend;
+        rs.sendDone[l] = stepFifos_[r][l][rs.next[l]].shape.independent;
+      }
     }
+    findEarlySend(r, l);
     return end;
   }
 

@@ -236,6 +236,25 @@ TEST(PlanCost, IndependentHalvesDoNotDeadlockARingOfExchanges) {
   EXPECT_GT(t.value(), 0);
 }
 
+TEST(PlanCost, SendsGoEarlyUnlessTheyReadWhatAWaitingStepWrites) {
+  // Each rank receives, then sends, as the executor runs it: a Send reading nothing the waiting
+  // Recv writes goes at once, so both finish (in step order they would wait forever).
+  std::vector<Plan> plans = {emptyPlan(0, 2), emptyPlan(1, 2)};
+  for (int r = 0; r < 2; ++r) {
+    plans[r].lanes[0].steps = {makeRecv(1 - r, output(0), 1000), makeSend(1 - r, input(0), 1000)};
+  }
+  Result<double> t = simulatePlans(plans, machine(2));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  // send (0.5 + 1), hop 1, receive (0.5 + 1)
+  EXPECT_DOUBLE_EQ(t.value(), 1.5 + 1.0 + 1.5);
+  // Forwarding what arrives may not go early: now the two wait on each other.
+  for (int r = 0; r < 2; ++r) plans[r].lanes[0].steps[1] = makeSend(1 - r, output(0), 1000);
+  Result<double> forwarded = simulatePlans(plans, machine(2));
+  ASSERT_FALSE(forwarded.ok());
+  EXPECT_NE(forwarded.status().message().find("deadlock"), std::string::npos)
+      << forwarded.status().message();
+}
+
 TEST(PlanCost, DeadlockIsAnErrorThatSaysWhere) {
   std::vector<Plan> plans = {emptyPlan(0, 2), emptyPlan(1, 2)};
   plans[0].lanes[0].steps.push_back(makeRecv(1, output(0), 4));
