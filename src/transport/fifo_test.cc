@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
@@ -25,16 +26,22 @@ TEST(WakerTest, PostAfterAnnouncedSleepRingsTheWaker) {
 }
 
 // Waits until `counter` passes `seen`, sleeping on `own` as the progress engine does; counts the
-// sleeps that ended without a wake-up although the counter had moved (a lost wake-up).
+// sleeps that lasted their whole timeout although the counter had moved (a lost wake-up). A sleep
+// that ends early is no evidence either way: an eventfd rung for an earlier round, or a wake-up
+// whose post is seen before its ring, ends one before the Waker's sequence moves.
 uint64_t awaitPast(const std::atomic<uint64_t>& counter, uint64_t seen, Waker& own,
                    int& lostWakes) {
+  constexpr int64_t kTimeoutNs = 2'000'000'000;  // far longer than any wake-up takes
   for (;;) {
     if (const uint64_t now = counter.load(std::memory_order_acquire); now > seen) return now;
     const uint32_t seq = own.seq.load(std::memory_order_acquire);
     announceSleep(&own);
     if (counter.load(std::memory_order_acquire) == seen) {
-      sleepOnWaker(&own, seq, 2'000'000'000);  // far longer than any wake-up takes
-      if (own.seq.load() == seq && counter.load(std::memory_order_acquire) > seen) ++lostWakes;
+      const auto start = std::chrono::steady_clock::now();
+      sleepOnWaker(&own, seq, kTimeoutNs);
+      const bool slept = std::chrono::steady_clock::now() - start >=
+                         std::chrono::nanoseconds(kTimeoutNs / 10 * 9);
+      if (slept && counter.load(std::memory_order_acquire) > seen) ++lostWakes;
     }
     own.sleeping.store(0, std::memory_order_relaxed);
   }
