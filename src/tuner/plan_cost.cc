@@ -315,11 +315,8 @@ class Simulation {
     }
   }
 
-  // Earliest time a part of rank r's current step on lane l could start, ignoring cores.
-  double readyTime(int r, size_t l, Part part) const {
-    return readyTime(r, l, part, ranks_[r].next[l]);
-  }
-  // The same for the part of step `at` of that lane (an early send's).
+  // Earliest time a part of step `at` of rank r's lane l (its current step, or an early send's)
+  // could start, ignoring cores.
   double readyTime(int r, size_t l, Part part, size_t at) const {
     const RankState& rs = ranks_[r];
     const StepFifos& f = stepFifos_[r][l][at];
