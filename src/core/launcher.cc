@@ -37,8 +37,10 @@ constexpr std::array<const char*, 5> kJobIds = {"OMPI_MCA_orte_precondition_tran
                                                 "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
                                                 "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
 
-constexpr uint16_t kPortBase = 30000;
-constexpr uint16_t kPortRange = 20000;
+// Below Linux's default ephemeral range (32768-60999): a port there may be held by a connection
+// still in TIME_WAIT, or taken as the source port of a rank's own connect to it.
+constexpr uint16_t kPortBase = 20000;
+constexpr uint16_t kPortRange = 12000;
 
 std::optional<std::string> get(const EnvLookup& env, const char* name) {
   const char* v = env(name);

@@ -14,8 +14,8 @@
 //   MASTER_ADDR : MASTER_PORT + 1                torchrun (its own store holds MASTER_PORT)
 //   first host of SLURM_STEP_NODELIST : port     srun across nodes (rank 0 runs on the first node)
 //   127.0.0.1 : port                             when the launcher says every rank is on one host
-// where `port` is derived from the job id (30000-49999). Otherwise (mpirun or mpiexec across
-// hosts without BRAID_ADDR) it is an error that asks for BRAID_ADDR.
+// where `port` is derived from the job id (20000-31999, below the ephemeral ports). Otherwise
+// (mpirun or mpiexec across hosts without BRAID_ADDR) it is an error that asks for BRAID_ADDR.
 //
 // The secret that admits ranks is BRAID_SECRET when set, else derived from an id the launcher
 // gives every rank of the job: Open MPI's per-job random transport key
@@ -55,7 +55,7 @@ struct LaunchPlan {
 /// BRAID_ADDR, BRAID_SECRET) and the launcher's variables. Errors name the variable at fault.
 Result<LaunchPlan> planLaunch(const Config& config, const EnvLookup& env);
 
-/// The port derived from a job id: the same on every rank, in [30000, 50000).
+/// The port derived from a job id: the same on every rank, in [20000, 32000).
 uint16_t derivedPort(const std::string& jobId);
 
 /// The first host of a Slurm node list ("node[07-09,12],gpu3" -> "node07").

@@ -51,6 +51,15 @@ bool isTransientConnectError(int error) {
          error == EHOSTUNREACH || error == ECONNRESET || error == EAGAIN;
 }
 
+bool isSelfConnected(const Socket& s) {
+  sockaddr_storage peer{};
+  socklen_t length = sizeof(peer);
+  if (getpeername(s.fd(), reinterpret_cast<sockaddr*>(&peer), &length) != 0) return false;
+  Result<SocketAddress> local = s.localAddress();
+  return local.ok() &&
+         *local == SocketAddress::fromSockaddr(reinterpret_cast<sockaddr*>(&peer), length);
+}
+
 Status ioFailure(const std::string& what, int error) {
   if (isPeerGone(error)) return remoteError(what + ": connection reset by peer");
   return errnoError(what, error);
@@ -395,6 +404,10 @@ Result<Socket> Socket::listenOn(const SocketAddress& address, int backlog) {
   if (!address.valid()) return invalidArgument("listen: no address");
   Socket s(::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.valid()) return errnoError("socket", errno);
+  // A fixed port may still be held by an earlier connection in TIME_WAIT; that must not stop a
+  // new listener (a port in active use still fails).
+  int one = 1;
+  (void)setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(s.fd(), address.raw(), address.length()) != 0) {
     return errnoError("bind " + address.toString(), errno);
   }
@@ -419,7 +432,10 @@ Result<Socket> Socket::connectTo(const SocketAddress& address, const Deadline& d
         if (getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
       }
     }
-    if (error == 0) return s;
+    // A loopback connect to a port nobody listens on can pick that very port as its source and
+    // connect to itself (TCP simultaneous open); that socket would also keep the listener out.
+    if (error == 0 && !isSelfConnected(s)) return s;
+    if (error == 0) error = ECONNREFUSED;
     if (!isTransientConnectError(error)) return errnoError(context, error);
     if (!retryRefused && error == ECONNREFUSED) {
       return remoteError(context + ": connection refused (nobody listening)");

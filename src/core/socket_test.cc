@@ -223,6 +223,15 @@ TEST_F(SocketPair, PeerCloseIsARemoteErrorForReadsAndWrites) {
   EXPECT_EQ(s.code(), braidRemoteError);
 }
 
+TEST_F(SocketPair, ListenerPortIsFreeAgainWhileItsLastConnectionLingers) {
+  const SocketAddress where = listener_.localAddress().value();
+  server_.close();  // the listening side closes first, so its end lingers in TIME_WAIT
+  client_.close();
+  listener_.close();
+  Result<Socket> again = Socket::listenOn(where);
+  EXPECT_TRUE(again.ok()) << again.status().message();
+}
+
 TEST(Socket, ConnectToNobody) {
   Result<Socket> l = Socket::listenOn(addr("127.0.0.1:0"));
   ASSERT_TRUE(l.ok());
