@@ -11,8 +11,11 @@
 // the measuring build picked for it (--verbose prints what this build picks); where a model change
 // picks another, that row's regret is only an estimate until measured again.
 //
-//   braid-model-regret --calibration FILE [--verbose] [--llc BYTES] SWEEP.json...
-// (--llc: judge the model as if the last-level cache held BYTES)
+//   braid-model-regret --calibration FILE [--verbose] [--llc BYTES] [--bind core|none] SWEEP.json...
+// (--llc: judge the model as if the last-level cache held BYTES; --bind: where the sweep does not
+// say, whether braid-perf bound its ranks to a CPU each - its default - or not)
+#include <sched.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -46,6 +49,9 @@ std::optional<Collective> collectiveNamed(std::string_view name) {
 struct Sweep {
   Collective coll = Collective::kAllReduce;
   int nranks = 0;
+  /// Whether braid-perf bound rank p to the p-th CPU (mod their number): recorded since the
+  /// sweeps say so, else the --bind option (default core, as braid-perf's own default).
+  std::optional<bool> bound;
   std::map<uint64_t, std::map<std::string, double>> fastest;  ///< size -> algorithm -> us
   /// size -> the bytes the tuner is asked about: count x datatype size, as the library computes
   /// them (per rank for all-gather and reduce-scatter, per peer for all-to-all).
@@ -87,6 +93,10 @@ Result<Sweep> loadSweep(const std::string& path) {
       sweep.nranks = std::stoi(*field(line, "nranks"));
       continue;
     }
+    if (const auto bind = field(line, "bind"); bind && !sweep.bound) {
+      sweep.bound = *bind == "core";
+      continue;
+    }
     const auto algo = field(line, "algorithm");
     const auto size = field(line, "size");
     const auto us = field(line, "time_us");
@@ -124,9 +134,22 @@ Result<Calibration> loadCalibration(const std::string& path) {
   return parseCalibration(text, fingerprint, path);
 }
 
-// The tuner of a communicator of `nranks` ranks on this host; `algo` is its BRAID_ALGO.
+// This process's CPUs, as braid-perf --bind core picks from them.
+std::vector<int> allowedCpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// The tuner of a communicator of `nranks` ranks on this host, rank p bound to the p-th CPU
+// (mod their number) when `bound`; `algo` is its BRAID_ALGO.
 Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, int nranks,
-                        const std::string& algo, bool describe, uint64_t llcBytes) {
+                        bool bound, const std::string& algo, bool describe, uint64_t llcBytes) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Topology> topology, processTopology(TopologyOptions{}));
   ModelConstants constants;
   constants.calibration = calibration;
@@ -136,9 +159,13 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
     constants.calibration.cacheMiB = double(llcBytes) / double(1 << 20);
   }
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
-  for (RankPlacement& p : placements) {
+  const std::vector<int> cpus = allowedCpus();
+  for (int r = 0; r < nranks; ++r) {
+    RankPlacement& p = placements[static_cast<size_t>(r)];
     p.hostHash = 1;
-    p.locality = localLocality(*topology);
+    p.locality = bound && !cpus.empty()
+                     ? computeLocality(*topology, CpuSet::of({cpus[size_t(r) % cpus.size()]}))
+                     : localLocality(*topology);
   }
   std::vector<int> ring = orderRanks(placements);
   bool identity = true;
@@ -157,12 +184,15 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
 }
 
 Status judge(const Sweep& sweep, const Calibration& calibration, const Config& config,
-             bool verbose, uint64_t llcBytes) {
-  ASSIGN_OR_RETURN(Tuner tuner, hostTuner(calibration, config, sweep.nranks, "", true, llcBytes));
+             bool verbose, bool bindDefault, uint64_t llcBytes) {
+  const bool bound = sweep.bound.value_or(bindDefault);
+  ASSIGN_OR_RETURN(Tuner tuner,
+                   hostTuner(calibration, config, sweep.nranks, bound, "", true, llcBytes));
   // What braid-perf ran for each algorithm: that algorithm forced, chunk and channels tuned.
   std::map<std::string, Tuner> forced;
   for (const auto& [name, us] : sweep.fastest.begin()->second) {
-    ASSIGN_OR_RETURN(Tuner t, hostTuner(calibration, config, sweep.nranks, name, false, llcBytes));
+    ASSIGN_OR_RETURN(Tuner t,
+                     hostTuner(calibration, config, sweep.nranks, bound, name, false, llcBytes));
     forced.emplace(name, std::move(t));
   }
   double logSum = 0;
@@ -217,6 +247,7 @@ int run(int argc, char** argv) {
   std::string calibrationFile;
   bool verbose = false;
   uint64_t llcBytes = 0;  // 0: the topology's
+  bool bindDefault = true;
   std::vector<std::string> sweeps;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--calibration") == 0 && i + 1 < argc) {
@@ -225,12 +256,17 @@ int run(int argc, char** argv) {
       verbose = true;
     } else if (std::strcmp(argv[i], "--llc") == 0 && i + 1 < argc) {
       llcBytes = std::strtoull(argv[++i], nullptr, 0);
+    } else if (std::strcmp(argv[i], "--bind") == 0 && i + 1 < argc) {
+      bindDefault = std::strcmp(argv[++i], "none") != 0;
     } else {
       sweeps.push_back(argv[i]);
     }
   }
   if (calibrationFile.empty() || sweeps.empty()) {
-    std::fprintf(stderr, "usage: %s --calibration FILE [--verbose] [--llc BYTES] SWEEP.json...\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s --calibration FILE [--verbose] [--llc BYTES] [--bind core|none] "
+                 "SWEEP.json...\n",
+                 argv[0]);
     return 2;
   }
   Result<Calibration> calibration = loadCalibration(calibrationFile);
@@ -243,7 +279,7 @@ int run(int argc, char** argv) {
   for (const std::string& path : sweeps) {
     Result<Sweep> sweep = loadSweep(path);
     Status status = sweep.ok() ? judge(sweep.value(), calibration.value(), config.value(), verbose,
-                                       llcBytes)
+                                       bindDefault, llcBytes)
                                : sweep.status();
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());

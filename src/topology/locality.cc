@@ -12,6 +12,7 @@ void encodeLocality(const Locality& l, uint8_t* out) {
   putLe64(out + 16, static_cast<uint64_t>(l.nearestGpu));
   putLe64(out + 24, static_cast<uint64_t>(l.nearestNic));
   putLe64(out + 32, static_cast<uint64_t>(l.pciSwitch));
+  putLe32(out + 40, static_cast<uint32_t>(l.core));
 }
 
 Locality decodeLocality(const uint8_t* in) {
@@ -23,6 +24,7 @@ Locality decodeLocality(const uint8_t* in) {
   l.nearestGpu = static_cast<int64_t>(getLe64(in + 16));
   l.nearestNic = static_cast<int64_t>(getLe64(in + 24));
   l.pciSwitch = static_cast<int64_t>(getLe64(in + 32));
+  l.core = static_cast<int32_t>(getLe32(in + 40));
   return l;
 }
 
@@ -36,6 +38,7 @@ Locality computeLocality(const Topology& topology, const CpuSet& cpus, int64_t g
   l.numaNode = topology.numaNodeOf(bound);
   l.cores = static_cast<int32_t>(binding.cores.size());
   l.pus = binding.pus.count();
+  if (binding.cores.size() == 1) l.core = binding.cores.front();
 
   int gpu = topology.findByPciBusId(gpuBusId);
   const bool ownGpu = gpu >= 0 && topology.node(gpu).kind == NodeKind::kGpu;

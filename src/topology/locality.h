@@ -20,13 +20,15 @@ struct Locality {
   int64_t nearestNic = -1;  // packed PCI bus id of the NIC nearest the rank's GPU or CPUs, or -1
   int64_t pciSwitch = -1;   // packed PCI bus id of the switch (or root port) above that GPU
                             // (else above that NIC), or -1
+  int32_t core = -1;        // logical index of the one core the rank is bound to; -1 when
+                            // bound to several (or unbound)
 
   bool operator==(const Locality& other) const = default;
 };
 static_assert(std::is_trivially_copyable_v<Locality>);
 
 /// Bytes of a Locality on the wire (little-endian, fields in declaration order).
-inline constexpr size_t kLocalityWireBytes = 40;
+inline constexpr size_t kLocalityWireBytes = 44;
 void encodeLocality(const Locality& locality, uint8_t* out);
 Locality decodeLocality(const uint8_t* in);
 
@@ -37,6 +39,7 @@ Locality decodeLocality(const uint8_t* in);
 /// - nearestGpu: the rank's GPU when it is in the topology, else the GPU nearest its CPUs.
 /// - nearestNic: the NIC nearest the rank's GPU when it has one in the topology, else nearest
 ///   its CPUs.
+/// - core: set only when the CPUs lie in a single core.
 Locality computeLocality(const Topology& topology, const CpuSet& cpus, int64_t gpuBusId = -1);
 /// computeLocality() for this process's binding as discovery recorded it.
 Locality localLocality(const Topology& topology, int64_t gpuBusId = -1);

@@ -26,6 +26,7 @@ TEST(Locality, WireFormatRoundTripsAndIsLittleEndian) {
   l.nearestGpu = packPciBusId(0, 0x9b, 0, 0);
   l.nearestNic = -1;
   l.pciSwitch = packPciBusId(0x10, 0x98, 0, 0);
+  l.core = 7;
   std::array<uint8_t, kLocalityWireBytes> wire{};
   encodeLocality(l, wire.data());
   EXPECT_EQ(wire[0], 1);
@@ -33,6 +34,7 @@ TEST(Locality, WireFormatRoundTripsAndIsLittleEndian) {
   EXPECT_EQ(wire[4], 0xff);  // -1
   EXPECT_EQ(wire[8], 12);
   EXPECT_EQ(wire[17], 0x9b);  // bus byte of the GPU's id
+  EXPECT_EQ(wire[40], 7);
   EXPECT_EQ(decodeLocality(wire.data()), l);
   EXPECT_EQ(decodeLocality(wire.data()).pciSwitch, l.pciSwitch);
 }
@@ -56,10 +58,21 @@ TEST_F(LocalityOnGpuServer, CpuOnlyRankBoundToOneSocket) {
   EXPECT_EQ(l.numaNode, 1);
   EXPECT_EQ(l.cores, 4);
   EXPECT_EQ(l.pus, 4);
+  EXPECT_EQ(l.core, -1);  // several cores: none of them is the rank's
   // Both switches of socket 1 are equally near; the lower bus wins.
   EXPECT_EQ(l.nearestGpu, gpuBus(4));
   EXPECT_EQ(l.nearestNic, nicBus(2));
   EXPECT_EQ(l.pciSwitch, switchBus(2));
+}
+
+TEST_F(LocalityOnGpuServer, ARankBoundToOneCoreNamesIt) {
+  const std::vector<int> cores = topo_.nodesOf(NodeKind::kCore);
+  ASSERT_GT(cores.size(), 9u);
+  const int core = cores[9];
+  const Locality l = computeLocality(topo_, topo_.node(core).cpuset);
+  EXPECT_EQ(l.cores, 1);
+  EXPECT_EQ(l.core, topo_.node(core).logicalIndex);
+  EXPECT_EQ(l.package, 1);
 }
 
 TEST_F(LocalityOnGpuServer, GpuRankTakesItsGpusSocketWhenUnbound) {

@@ -158,6 +158,7 @@ TEST_F(OrderingOnDescribedMachines, TwoSocketCpuServerOneRankPerCore) {
     p[static_cast<size_t>(r)].locality = computeLocality(t, t.node(core).cpuset);
     EXPECT_EQ(p[static_cast<size_t>(r)].locality.package, r % 2);
     EXPECT_EQ(p[static_cast<size_t>(r)].locality.cores, 1);
+    EXPECT_EQ(p[static_cast<size_t>(r)].locality.core, t.node(core).logicalIndex);
   }
   std::vector<int> identity(32);
   for (int i = 0; i < 32; ++i) identity[static_cast<size_t>(i)] = i;

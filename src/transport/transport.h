@@ -42,7 +42,7 @@ struct PeerInfo {
   int32_t pid = 0;
   int32_t rank = 0;
   char hostName[64] = {};
-  uint8_t locality[40] = {};  ///< encodeLocality(): package, NUMA node, nearest GPU/NIC
+  uint8_t locality[44] = {};  ///< encodeLocality(): package, NUMA node, core, nearest GPU/NIC
 };
 
 /// Information a transport factory needs; owned by the communicator being built.

@@ -179,13 +179,28 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
     m.hostOf[r] = it->second;
   }
   const int hosts = static_cast<int>(hostIndex.size());
-  // Cores a host's ranks share: the host's, unless their bindings cover fewer.
+  // Cores a host's ranks share: the host's, unless their bindings cover fewer - exactly the
+  // distinct cores they name where each is bound to one.
   std::vector<int> bound(hosts, 0);
   std::vector<int> ranksOn(hosts, 0);
+  std::vector<std::map<int, int>> namedCores(hosts);  // core -> its index on the host
+  std::vector<bool> allNamed(hosts, true);
   for (int r = 0; r < n; ++r) {
-    const int cores = placements[r].locality.cores;
-    bound[m.hostOf[r]] += cores > 0 ? cores : host.cores;
-    ++ranksOn[m.hostOf[r]];
+    const Locality& l = placements[r].locality;
+    const int h = m.hostOf[r];
+    bound[h] += l.cores > 0 ? l.cores : host.cores;
+    ++ranksOn[h];
+    if (l.core >= 0) {
+      namedCores[h].emplace(l.core, 0);
+    } else {
+      allNamed[h] = false;
+    }
+  }
+  for (int h = 0; h < hosts; ++h) {
+    if (!allNamed[h]) continue;
+    int index = 0;
+    for (auto& [core, at] : namedCores[h]) at = index++;
+    bound[h] = index;
   }
   model.coresOfHost_.resize(hosts);
   m.cores.resize(hosts);
@@ -201,6 +216,12 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
     m.postUs[h] = crowded ? c.crowdedPostUs : 0.0;
   }
   m.switchFactor = std::max(1.0, c.crowdedSwitchFactor);
+  // Ranks bound to one core each run where they are bound.
+  m.coreOf.assign(n, -1);
+  for (int r = 0; r < n; ++r) {
+    const int h = m.hostOf[r];
+    if (allNamed[h]) m.coreOf[r] = namedCores[h].at(placements[r].locality.core);
+  }
   model.maxRanksPerHost_ = *std::max_element(ranksOn.begin(), ranksOn.end());
   model.ranksOnHost_ = ranksOn;
 

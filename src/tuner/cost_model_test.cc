@@ -110,6 +110,30 @@ TEST(CostModel, CrowdedHostsAreSlower) {
       << crowded.describe();
 }
 
+TEST(CostModel, RanksBoundToTheSameCoreShareIt) {
+  // Four ranks on an 8-core host, each bound to one core: the cores they name, not the count of
+  // their bindings, are what they share.
+  std::vector<RankPlacement> spread = oneHost(4, 1);
+  for (int r = 0; r < 4; ++r) spread[size_t(r)].locality.core = r;
+  std::vector<RankPlacement> pairs = oneHost(4, 1);
+  for (int r = 0; r < 4; ++r) pairs[size_t(r)].locality.core = 6 + r % 2;
+  std::vector<RankPlacement> stacked = oneHost(4, 1);
+  for (RankPlacement& p : stacked) p.locality.core = 3;
+  const CostModel roomy = model(constants(), spread);
+  const CostModel paired = model(constants(), pairs);
+  const CostModel one = model(constants(), stacked);
+  EXPECT_NE(roomy.describe().find("4 core(s) for them (ranks/core up to 1.00)"), std::string::npos)
+      << roomy.describe();
+  EXPECT_NE(paired.describe().find("2 core(s) for them (ranks/core up to 2.00)"), std::string::npos)
+      << paired.describe();
+  EXPECT_NE(one.describe().find("1 core(s) for them (ranks/core up to 4.00)"), std::string::npos)
+      << one.describe();
+  for (Algorithm a : algorithmsFor(Collective::kAllReduce)) {
+    EXPECT_GT(predict(paired, a, 64), 1.5 * predict(roomy, a, 64)) << algorithmName(a);
+    EXPECT_GT(predict(one, a, 1 << 20), predict(paired, a, 1 << 20)) << algorithmName(a);
+  }
+}
+
 TEST(CostModel, FifoSlotsShareTheCacheWithTheBuffers) {
   // Two ranks moving 7 MiB each keep 28 MiB of buffers, under the 32 MiB LLC. Their FIFOs add
   // what their slots hold: with 512 KiB chunks on four channels, 4 slots x 512 KiB x 4 channels

@@ -148,19 +148,25 @@ class Simulation {
       if (m_.cores[h] > 0 && m_.cores[h] < ranksOn[h])
         coreFree_[h].assign(size_t(m_.cores[h]), 0.0);
     }
-    // A crowded host's ranks keep their cores (the scheduler rarely moves a task that keeps
-    // running): its k-th rank runs on core k mod cores.
+    // A crowded host's ranks keep their cores: the one they are bound to, else (the scheduler
+    // rarely moves a task that keeps running) its k-th rank runs on core k mod cores.
+    if (!m_.coreOf.empty() && m_.coreOf.size() != plans_.size()) {
+      return internalError("simulatePlans: machine without a core entry for every rank");
+    }
     coreOf_.assign(plans_.size(), -1);
     coreRank_.resize(coreFree_.size());
     for (size_t h = 0; h < coreFree_.size(); ++h) coreRank_[h].assign(coreFree_[h].size(), -1);
     std::vector<int> placed(m_.cores.size(), 0);
     for (size_t r = 0; r < plans_.size(); ++r) {
       const size_t h = size_t(m_.hostOf[r]);
-      if (!coreFree_[h].empty()) coreOf_[r] = placed[h]++ % int(coreFree_[h].size());
+      if (coreFree_[h].empty()) continue;
+      const int cores = int(coreFree_[h].size());
+      const int given = m_.coreOf.empty() ? -1 : m_.coreOf[r];
+      coreOf_[r] = given >= 0 ? given % cores : placed[h]++ % cores;
     }
-    // Only where every core has as many ranks do they stay paired: otherwise the scheduler keeps
-    // moving one to even out the load (replayed sweeps: at 4 ranks on 2 cores the shared cache
-    // shows, at 3 it does not).
+    // Only where every core has as many ranks does a slot from a core-mate come out of the
+    // core's caches (replayed sweeps: at 4 ranks on 2 cores the shared cache shows, at 3 it does
+    // not - bound ranks included: the lone rank's core-mates are two, each half of the time).
     pairsStay_.assign(m_.cores.size(), false);
     for (size_t h = 0; h < m_.cores.size(); ++h) {
       pairsStay_[h] = !coreFree_[h].empty() && ranksOn[h] % int(coreFree_[h].size()) == 0;

@@ -7,8 +7,8 @@
 // of payload above 4 KiB, as the shared-memory FIFOs take them); it then occupies its rank for stepUs
 // plus its bytes at the copy or reduce rate, and what it sends arrives its host's hopUs (plus the
 // link's latency) after it ends. Where a host's ranks outnumber its cores, each rank keeps one of
-// them (the host's k-th rank core k mod cores, as the OS scheduler leaves a task where it runs)
-// and a step waits for its core: ranks sharing a core take turns, and one that waits leaves the
+// them (the one it is bound to, else the host's k-th rank core k mod cores, as the OS scheduler
+// leaves a task where it runs) and a step waits for its core: ranks sharing a core take turns, and one that waits leaves the
 // core to the other, as ranks that yield while they wait do. A step that follows another rank's
 // on its core pays its bytes switchFactor times (its data were evicted from the core's caches),
 // and, where every core has as many ranks (they then stay put), a slot from a rank on the same
@@ -55,6 +55,9 @@ struct SimMachine {
   int nranks = 1;
   std::vector<int> hostOf;     ///< rank -> host index (0..hosts-1)
   std::vector<int> cores;      ///< per host: cores its ranks share (0: one per rank)
+  /// Per rank: the core of its host (0..cores-1) it is bound to, or -1 (unbound: the host's k-th
+  /// unbound rank runs on core k mod cores). Empty: all unbound.
+  std::vector<int> coreOf;
   std::vector<double> hopUs;   ///< per host: from a post to the slot being visible to its receiver
   std::vector<double> postUs;  ///< per host: CPU per slot posted (waking the peer); empty: 0
   int nslots = 4;              ///< FIFO depth in messages of a connector between hosts

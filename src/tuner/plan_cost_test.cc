@@ -193,6 +193,10 @@ TEST(PlanCost, ASlotFromARankThatStaysOnTheSameCoreCostsNoTransfer) {
   SimMachine three = machine(3, 2);
   three.bytes.transfer = 0.004;
   EXPECT_DOUBLE_EQ(simulatePlans(sendTo(3, 2), three).value(), 1.5 + 1.0 + 5.5);
+  // Ranks bound as pairs: now rank 1 is rank 0's core-mate, rank 2 is not.
+  four.coreOf = {0, 0, 1, 1};
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(4, 1), four).value(), 1.5 + 1.0 + 1.5);
+  EXPECT_DOUBLE_EQ(simulatePlans(sendTo(4, 2), four).value(), 1.5 + 1.0 + 5.5);
 }
 
 TEST(PlanCost, TransfersOnOneWireGoOneAtATime) {
@@ -303,6 +307,9 @@ TEST(PlanCost, MismatchedMachineIsAnError) {
   m.hostOf = {0, 1};  // host 1 not described
   EXPECT_FALSE(simulatePlans(stream(1, 4), m).ok());
   EXPECT_FALSE(simulatePlans(stream(1, 4), machine(3)).ok());
+  SimMachine unbound = machine(2, 1);
+  unbound.coreOf = {0};  // one rank's core missing
+  EXPECT_FALSE(simulatePlans(stream(1, 4), unbound).ok());
 }
 
 }  // namespace
