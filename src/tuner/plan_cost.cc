@@ -165,8 +165,8 @@ class Simulation {
       coreOf_[r] = given >= 0 ? given % cores : placed[h]++ % cores;
     }
     // Only where every core has as many ranks does a slot from a core-mate come out of the
-    // core's caches (replayed sweeps: at 4 ranks on 2 cores the shared cache shows, at 3 it does
-    // not - bound ranks included: the lone rank's core-mates are two, each half of the time).
+    // core's caches (replayed sweeps of bound ranks: at 4 ranks on 2 cores the shared cache
+    // shows, at 3 it does not).
     pairsStay_.assign(m_.cores.size(), false);
     for (size_t h = 0; h < m_.cores.size(); ++h) {
       pairsStay_[h] = !coreFree_[h].empty() && ranksOn[h] % int(coreFree_[h].size()) == 0;
