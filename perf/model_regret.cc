@@ -14,8 +14,6 @@
 //   braid-model-regret --calibration FILE [--verbose] [--llc BYTES] [--bind core|none] SWEEP.json...
 // (--llc: judge the model as if the last-level cache held BYTES; --bind: where the sweep does not
 // say, whether braid-perf bound its ranks to a CPU each - its default - or not)
-#include <sched.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -134,18 +132,6 @@ Result<Calibration> loadCalibration(const std::string& path) {
   return parseCalibration(text, fingerprint, path);
 }
 
-// This process's CPUs, as braid-perf --bind core picks from them.
-std::vector<int> allowedCpus() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 // The tuner of a communicator of `nranks` ranks on this host, rank p bound to the p-th CPU
 // (mod their number) when `bound`; `algo` is its BRAID_ALGO.
 Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, int nranks,
@@ -159,7 +145,8 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
     constants.calibration.cacheMiB = double(llcBytes) / double(1 << 20);
   }
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
-  const std::vector<int> cpus = allowedCpus();
+  // braid-perf --bind core puts local rank p on the p-th of the CPUs it may use.
+  const std::vector<int> cpus = topology->processBinding().pus.toVector();
   for (int r = 0; r < nranks; ++r) {
     RankPlacement& p = placements[static_cast<size_t>(r)];
     p.hostHash = 1;
