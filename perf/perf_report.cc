@@ -378,7 +378,7 @@ std::string JsonReport::document() const {
                 options_.warmupIters, options_.aggIters);
   out += format("  \"check\": %d,\n  \"average\": %d,\n", options_.check,
                 static_cast<int>(options_.average));
-  // Where the ranks ran: the tuner orders rings and models crowded cores by it.
+  // Where the ranks ran: the cost model places ranks that share a core by it (braid-model-regret).
   out += format("  \"bind\": \"%s\",\n", bindsCores(options_) ? "core" : "none");
   out += "  \"measurements\": [";
   for (size_t i = 0; i < measurements_.size(); ++i) {
