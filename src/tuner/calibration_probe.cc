@@ -377,7 +377,7 @@ class Probe {
   }
 
   /// The hand-off latency with which the cost model's simulation (plan_cost.h: ranks sharing
-  /// cores fairly, every hop crowdedHopUs) of four ranks on two cores running the ring all-reduce
+  /// cores, every hop crowdedHopUs) of four ranks on two cores running the ring all-reduce
   /// of a small message, call after call, takes as long as those ranks really took. The
   /// simulation grows with the latency, so bisection finds it.
   Result<double> fitCrowdedHop(const Calibration& c) {

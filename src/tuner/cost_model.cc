@@ -209,7 +209,7 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
   for (int h = 0; h < hosts; ++h) {
     const int cores = std::max(1, std::min(host.cores, bound[h]));
     model.coresOfHost_[h] = cores;
-    // Crowded: the ranks take turns on the cores and every hand-off waits for one.
+    // Crowded: the ranks share the cores and every hand-off waits for one.
     const bool crowded = ranksOn[h] > cores;
     m.cores[h] = cores;
     m.hopUs[h] = crowded ? c.crowdedHopUs : c.hopUs;

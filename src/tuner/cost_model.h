@@ -27,7 +27,7 @@
 //   oversubscription: the ranks of a host share min(cores of the host, cores the ranks are bound
 //          to) cores (topology + every rank's Locality; where each is bound to a single core,
 //          the distinct cores they name, each rank on its own). Where they outnumber them, each
-//          rank keeps a core and the ranks sharing one take turns (plan_cost.h); every hop costs
+//          rank keeps a core and runs on it until it must wait (plan_cost.h); every hop costs
 //          crowdedHopUs (fitted so that this simulation of four ranks running a small ring
 //          all-reduce on two cores takes as long as the real thing, calibration.h), every slot
 //          posted costs its sender crowdedPostUs of CPU (fitted likewise to the direct

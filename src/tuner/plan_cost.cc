@@ -118,7 +118,13 @@ class Simulation {
       const Entry next = queue_.top();
       if (next.at == kNever) return deadlock();
       queue_.pop();
-      finish = std::max(finish, execute(next.rank));
+      int r = next.rank;
+      if (const int holder = coreHolder(r); holder >= 0) {
+        touch(r);
+        ++ranks_[size_t(holder)].version;  // its queued entry is spent
+        r = holder;
+      }
+      finish = std::max(finish, execute(r));
     }
     return finish;
   }
@@ -202,9 +208,10 @@ class Simulation {
                                                                       : step.nsend;
             const bool receives =
                 part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
-            const double bytesUs = bytesCost(step, shape, part, m_.bytes) -
-                                   (receives ? sameCoreSenders(r, step) : 0) * step.bytes *
-                                       m_.bytes.transfer;
+            const double bytesUs =
+                bytesCost(step, shape, part, m_.bytes) -
+                (receives ? sameCoreSenders(r, step) : 0) * step.bytes * m_.bytes.transfer -
+                warmOperands(lane, s, part) * m_.bytes.user;
             fifos[s].bytesUs[static_cast<int>(part)] = bytesUs;
             fifos[s].cpuUs[static_cast<int>(part)] = m_.stepUs + bytesUs + posts * post;
           }
@@ -223,6 +230,19 @@ class Simulation {
     return okStatus();
   }
 
+  // The rank that keeps rank r's core, or -1: on a crowded host a rank runs on until it has
+  // nothing to do (it waits, then yields), so the core's last rank goes on while its next task
+  // is ready by the time its current one ends.
+  int coreHolder(int r) {
+    if (coreOf_[size_t(r)] < 0) return -1;
+    const size_t h = size_t(m_.hostOf[size_t(r)]);
+    const size_t c = size_t(coreOf_[size_t(r)]);
+    const int o = coreRank_[h][c];
+    if (o < 0 || o == r || ranks_[size_t(o)].lanesLeft == 0) return -1;
+    if (ranks_[size_t(o)].dirty) refresh(o);
+    return ranks_[size_t(o)].readyAt <= coreFree_[h][c] ? o : -1;
+  }
+
   // How many of the step's senders share rank r's core on a crowded host where ranks stay paired:
   // what they posted is in this core's caches already, so receiving it costs no cross-core
   // transfer.
@@ -236,6 +256,37 @@ class Simulation {
               coreOf_[size_t(peer)] == coreOf_[size_t(r)];
     }
     return same;
+  }
+
+  // Bytes of step s's operands in the caller's buffers or scratch (those bytesCost charges
+  // `user` for) that the lane's previous step has just written: they are still in this core's
+  // cache (a fold that keeps its running sum in Output reads back the chunk it wrote).
+  static uint64_t warmOperands(const Lane& lane, size_t s, Part part) {
+    if (s == 0) return 0;
+    const Step& prev = lane.steps[s - 1];
+    const Step& step = lane.steps[s];
+    const StepShape before = stepShape(prev.op);
+    if (!before.writesDst || prev.bytes == 0) return 0;
+    auto within = [&](const BufferRef& ref, uint64_t bytes) {
+      return bytes > 0 && ref.buffer == prev.dst.buffer && ref.offset >= prev.dst.offset &&
+             ref.offset + bytes <= prev.dst.offset + prev.bytes;
+    };
+    const StepShape shape = stepShape(step.op);
+    uint64_t warm = 0;
+    if (shape.independent) {
+      // The halves are what bytesCost charges for them: the send half reads src; the receive
+      // half writes dst and, when it reduces, reads src2.
+      if (part == Part::kSendHalf) return within(step.src, step.sendBytes) ? step.sendBytes : 0;
+      if (part != Part::kRecvHalf) return 0;
+      warm += within(step.dst, step.bytes) ? step.bytes : 0;
+      if (shape.reduces) warm += within(step.src2, step.bytes) ? step.bytes : 0;
+      return warm;
+    }
+    if (part != Part::kWhole) return 0;
+    if (shape.readsSrc && within(step.src, step.bytes)) warm += step.bytes;
+    if (shape.readsSrc2 && within(step.src2, step.bytes)) warm += step.bytes;
+    if (shape.writesDst && within(step.dst, step.bytes)) warm += step.bytes;
+    return warm;
   }
 
   Result<int32_t> fifoOf(int from, int to, int channel) {

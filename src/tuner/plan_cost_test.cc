@@ -157,8 +157,8 @@ TEST(PlanCost, RanksOnOneCoreTakeTurns) {
 
 TEST(PlanCost, CrowdedRanksKeepTheirCoresAndPaySwitchesInBytes) {
   // Three ranks on two cores, each with two local copies of 1.5 us (0.5 step + 1.0 bytes): ranks
-  // 0 and 2 share core 0 and take turns there (6 us) while rank 1 has core 1 to itself - not the
-  // 4.5 us of six steps spread over two cores.
+  // 0 and 2 share core 0 (6 us) while rank 1 has core 1 to itself - not the 4.5 us of six steps
+  // spread over two cores.
   std::vector<Plan> plans = {emptyPlan(0, 3), emptyPlan(1, 3), emptyPlan(2, 3)};
   for (Plan& p : plans) {
     for (int i = 0; i < 2; ++i)
@@ -166,12 +166,47 @@ TEST(PlanCost, CrowdedRanksKeepTheirCoresAndPaySwitchesInBytes) {
   }
   SimMachine m = machine(3, 2);
   EXPECT_DOUBLE_EQ(simulatePlans(plans, m).value(), 6.0);
-  // Every step on core 0 after its first follows the other rank's and pays its bytes 3x:
-  // 1.5 + 3 * (0.5 + 3.0).
+  // Rank 0 keeps core 0 while it has a step ready, so the core switches once: rank 2's first
+  // step pays its bytes 3x: 2 * 1.5 + (0.5 + 3.0) + 1.5.
   m.switchFactor = 3;
-  EXPECT_DOUBLE_EQ(simulatePlans(plans, m).value(), 12.0);
+  EXPECT_DOUBLE_EQ(simulatePlans(plans, m).value(), 8.0);
   // A core per rank: nobody switches.
   EXPECT_DOUBLE_EQ(simulatePlans(plans, machine(3, 3)).value(), 3.0);
+}
+
+TEST(PlanCost, ACrowdedRankKeepsItsCoreWhileItHasAStepReady) {
+  // Ranks 0 and 2 share core 0. Rank 0 streams three chunks to rank 2 (1.5 us each to send, 1.5
+  // to receive, a 1 us hop); rank 2 also has a local copy ready at once. Rank 0 keeps the core
+  // for all its sends (4.5 us), as the executor runs on until it must wait; then rank 2 takes it
+  // for its copy and the three receives (6 us). Taking turns by readiness would interleave them.
+  std::vector<Plan> plans;
+  for (int r = 0; r < 4; ++r) plans.push_back(emptyPlan(r, 4));
+  plans[2].lanes[0].steps.push_back(makeLocalCopy(input(0), output(4000), 1000));
+  for (int i = 0; i < 3; ++i) {
+    plans[0].lanes[0].steps.push_back(makeSend(2, input(0), 1000));
+    plans[2].lanes[0].steps.push_back(makeRecv(0, output(uint64_t(i) * 1000), 1000));
+  }
+  SimMachine m = machine(4, 2);
+  m.switchFactor = 3;  // the one switch costs rank 2's copy 0.5 + 3.0
+  Result<double> t = simulatePlans(plans, m);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_DOUBLE_EQ(t.value(), 4.5 + 3.5 + 3 * 1.5);
+}
+
+TEST(PlanCost, WhatTheLanesLastStepWroteIsStillInTheCache) {
+  // Memory costs 1 us per KB per operand in the caller's buffers (`user`). A copy from Input to
+  // Output pays it twice; a second copy that reads back what the first wrote pays it for its
+  // destination only.
+  SimMachine m = machine(1);
+  m.bytes.user = 0.001;
+  auto twoCopies = [](BufferRef secondSource) {
+    std::vector<Plan> plans = {emptyPlan(0, 1)};
+    plans[0].lanes[0].steps = {makeLocalCopy(input(0), output(0), 1000),
+                               makeLocalCopy(secondSource, output(1000), 1000)};
+    return plans;
+  };
+  EXPECT_DOUBLE_EQ(simulatePlans(twoCopies(input(1000)), m).value(), 3.5 + 3.5);
+  EXPECT_DOUBLE_EQ(simulatePlans(twoCopies(output(0)), m).value(), 3.5 + 2.5);
 }
 
 TEST(PlanCost, ASlotFromARankThatStaysOnTheSameCoreCostsNoTransfer) {

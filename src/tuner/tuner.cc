@@ -18,10 +18,17 @@ namespace {
 constexpr uint32_t kPointToPointChunk = 128 * 1024;
 
 // Above this, the model does not pick direct for broadcast or reduce on its own (BRAID_ALGO
-// still may): there the root copies every byte n-1 times with nothing pipelined across ranks, and
-// the model, which rates it within a few percent of ring and tree from 256 KiB up, misses what
-// that costs (n = 4 broadcast on 2 cores: 11-35% slower than ring or tree at 256 KB-64 MB).
-constexpr uint64_t kDirectRootedMaxBytes = 64 * 1024;
+// still may): there the root's n-1 copies of every byte compete for the memory bandwidth the
+// cores share, which the model, rating each core's copies at its own memory rate, misses. Below
+// it direct is often the fastest rooted call here: 3 and 4 ranks on 2 cores, broadcast and reduce
+// from 128 KB to 2-8 MB (direct broadcast at n = 4, 1 MB: 131 us against tree's 188 and ring's
+// 430), while at 64 MB a broadcast the model gave direct ran 18% behind tree (29 against 25 ms).
+// The limit stood at 64 KiB while the model priced the chains of crowded ranks far too low. With
+// the cores run as the executor runs them (plan_cost.h), 4 MiB against 64 KiB, replayed regret
+// (geometric mean): stored sweeps, broadcast n = 4 10.2 against 16.2%, n = 3 41.4 against
+// 51.8%, reduce n = 4 7.0 against 7.8%; fresh ones, broadcast n = 3 4.5 against 7.2%, the rest
+// level but broadcast n = 4 with one of three calibrations (5.5 against 2.7%).
+constexpr uint64_t kDirectRootedMaxBytes = 4 << 20;
 
 // Nor direct all-reduce once the n-1 copies each rank sends reach this: the model prices them
 // at cache speed and misses what n-1 full-size folds per rank cost (3 ranks on 2 cores, 32 KB:

@@ -178,18 +178,22 @@ TEST(Tuner, DirectAllReduceIsTheModelsPickOnlyWhileItsCopiesAreSmall) {
   }
 }
 
-TEST(Tuner, DirectRootedCallsAreTheModelsPickOnlyWhenSmall) {
+TEST(Tuner, DirectRootedCallsAreTheModelsPickOnlyUpToAFewMegabytes) {
   // Hand-offs so slow that one hop instead of several outweighs the root's extra copies: the
-  // model rates direct broadcast fastest at 1 MB, and the tuner still does not pick it.
+  // model rates direct broadcast fastest at 1 MB and at 16 MB; the tuner picks it at the first
+  // and not at the second.
   const Tuner t = slowHopTuner();
-  const uint64_t mb = 1 << 20;
-  const double directUs = *t.predictedUs(Collective::kBroadcast, Algorithm::kDirect, mb);
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kTree}) {
-    EXPECT_LT(directUs, *t.predictedUs(Collective::kBroadcast, a, mb)) << algorithmName(a);
+  for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{16} << 20}) {
+    const double directUs = *t.predictedUs(Collective::kBroadcast, Algorithm::kDirect, bytes);
+    for (Algorithm a : {Algorithm::kRing, Algorithm::kTree}) {
+      EXPECT_LT(directUs, *t.predictedUs(Collective::kBroadcast, a, bytes))
+          << algorithmName(a) << " " << bytes;
+    }
   }
+  EXPECT_EQ(t.choose(Collective::kBroadcast, 1 << 20).algo, Algorithm::kDirect);
   for (Collective coll : {Collective::kBroadcast, Collective::kReduce}) {
-    EXPECT_TRUE(modelMayPick(Algorithm::kDirect, coll, 64 << 10, kRanks));
-    for (int k = 17; k <= Tuner::kMaxSizeLog; ++k) {
+    EXPECT_TRUE(modelMayPick(Algorithm::kDirect, coll, 4 << 20, kRanks));
+    for (int k = 23; k <= Tuner::kMaxSizeLog; ++k) {
       const uint64_t bytes = uint64_t{1} << k;
       EXPECT_FALSE(modelMayPick(Algorithm::kDirect, coll, bytes, kRanks));
       EXPECT_NE(t.choose(coll, bytes).algo, Algorithm::kDirect) << collectiveName(coll) << bytes;
@@ -198,10 +202,10 @@ TEST(Tuner, DirectRootedCallsAreTheModelsPickOnlyWhenSmall) {
     }
   }
   // All-gather (each rank sends n-1 copies of a 1/n block) is not limited.
-  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllGather, 1 << 20, kRanks));
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllGather, 64 << 20, kRanks));
   TunerOptions o = options();
   o.algo = "broadcast:direct";
-  const Choice forced = tuner(o).choose(Collective::kBroadcast, 1 << 20);
+  const Choice forced = tuner(o).choose(Collective::kBroadcast, 64 << 20);
   EXPECT_EQ(forced.algo, Algorithm::kDirect);
   EXPECT_EQ(forced.source, ChoiceSource::kOverride);
 }
