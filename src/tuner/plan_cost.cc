@@ -71,20 +71,40 @@ struct RankState {
   size_t readyStep = 0;  ///< the ready task's step: next[readyLane], or an early send's
 };
 
+// Whether `bytes` at `ref` lie inside what `previous` (the lane's step before) wrote: they are
+// still in this core's cache (a fold that keeps its running sum in Output reads back the chunk
+// it wrote), so they cost no memory traffic.
+bool justWritten(const Step* previous, const BufferRef& ref, uint32_t bytes) {
+  if (previous == nullptr || previous->bytes == 0 || !stepShape(previous->op).writesDst) {
+    return false;
+  }
+  const BufferRef& w = previous->dst;
+  return bytes > 0 && ref.buffer == w.buffer && ref.offset >= w.offset &&
+         ref.offset + bytes <= w.offset + previous->bytes;
+}
+
 // The executor's work for a step (executor.cc): (operands - 1) reductions into the first output,
-// then copies of it to the other outputs; without reduction one copy per output.
-double bytesCost(const Step& s, const StepShape& shape, Part part, const ByteCosts& c) {
+// then copies of it to the other outputs; without reduction one copy per output. Every operand
+// in a caller's buffer or scratch adds `user`, unless `previous` has just written it.
+double bytesCost(const Step& s, const StepShape& shape, Part part, const ByteCosts& c,
+                 const Step* previous = nullptr) {
+  auto user = [&](bool touches, const BufferRef& ref, uint32_t bytes) {
+    return touches && !justWritten(previous, ref, bytes) ? 1 : 0;
+  };
   if (shape.independent) {
     // Send half: own buffer to a slot. Receive half: a slot (+ own operand) to own buffer.
-    if (part == Part::kSendHalf) return s.sendBytes * (c.copy + c.user);
-    const int user = 1 + int(shape.reduces);  // dst, and src2 when it reduces
-    return s.bytes * (c.transfer + (shape.reduces ? c.reduce : c.copy) + user * c.user);
+    if (part == Part::kSendHalf) {
+      return s.sendBytes * (c.copy + user(true, s.src, s.sendBytes) * c.user);
+    }
+    const int users = user(true, s.dst, s.bytes) + user(shape.reduces, s.src2, s.bytes);
+    return s.bytes * (c.transfer + (shape.reduces ? c.reduce : c.copy) + users * c.user);
   }
   const int recvs = shape.recvs ? s.nrecv : 0;
   const int operands = int(shape.readsSrc) + int(shape.readsSrc2) + recvs;
   const int outputs = int(shape.writesDst) + (shape.sends ? s.nsend : 0);
-  const int user = int(shape.readsSrc) + int(shape.readsSrc2) + int(shape.writesDst);
-  double perByte = recvs * c.transfer + user * c.user;
+  const int users = user(shape.readsSrc, s.src, s.bytes) + user(shape.readsSrc2, s.src2, s.bytes) +
+                    user(shape.writesDst, s.dst, s.bytes);
+  double perByte = recvs * c.transfer + users * c.user;
   if (shape.reduces) {
     perByte += std::max(0, operands - 1) * c.reduce + std::max(0, outputs - 1) * c.copy;
   } else {
@@ -209,9 +229,8 @@ class Simulation {
             const bool receives =
                 part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
             const double bytesUs =
-                bytesCost(step, shape, part, m_.bytes) -
-                (receives ? sameCoreSenders(r, step) : 0) * step.bytes * m_.bytes.transfer -
-                warmOperands(lane, s, part) * m_.bytes.user;
+                bytesCost(step, shape, part, m_.bytes, s > 0 ? &lane.steps[s - 1] : nullptr) -
+                (receives ? sameCoreSenders(r, step) : 0) * step.bytes * m_.bytes.transfer;
             fifos[s].bytesUs[static_cast<int>(part)] = bytesUs;
             fifos[s].cpuUs[static_cast<int>(part)] = m_.stepUs + bytesUs + posts * post;
           }
@@ -256,37 +275,6 @@ class Simulation {
               coreOf_[size_t(peer)] == coreOf_[size_t(r)];
     }
     return same;
-  }
-
-  // Bytes of step s's operands in the caller's buffers or scratch (those bytesCost charges
-  // `user` for) that the lane's previous step has just written: they are still in this core's
-  // cache (a fold that keeps its running sum in Output reads back the chunk it wrote).
-  static uint64_t warmOperands(const Lane& lane, size_t s, Part part) {
-    if (s == 0) return 0;
-    const Step& prev = lane.steps[s - 1];
-    const Step& step = lane.steps[s];
-    const StepShape before = stepShape(prev.op);
-    if (!before.writesDst || prev.bytes == 0) return 0;
-    auto within = [&](const BufferRef& ref, uint64_t bytes) {
-      return bytes > 0 && ref.buffer == prev.dst.buffer && ref.offset >= prev.dst.offset &&
-             ref.offset + bytes <= prev.dst.offset + prev.bytes;
-    };
-    const StepShape shape = stepShape(step.op);
-    uint64_t warm = 0;
-    if (shape.independent) {
-      // The halves are what bytesCost charges for them: the send half reads src; the receive
-      // half writes dst and, when it reduces, reads src2.
-      if (part == Part::kSendHalf) return within(step.src, step.sendBytes) ? step.sendBytes : 0;
-      if (part != Part::kRecvHalf) return 0;
-      warm += within(step.dst, step.bytes) ? step.bytes : 0;
-      if (shape.reduces) warm += within(step.src2, step.bytes) ? step.bytes : 0;
-      return warm;
-    }
-    if (part != Part::kWhole) return 0;
-    if (shape.readsSrc && within(step.src, step.bytes)) warm += step.bytes;
-    if (shape.readsSrc2 && within(step.src2, step.bytes)) warm += step.bytes;
-    if (shape.writesDst && within(step.dst, step.bytes)) warm += step.bytes;
-    return warm;
   }
 
   Result<int32_t> fifoOf(int from, int to, int channel) {
