@@ -28,6 +28,7 @@ struct Field {
   double Calibration::*member;
   double lo;  // plausible range: a value outside is a broken measurement or a corrupt file
   double hi;
+  bool optional = false;  // may be absent (files written before it existed); 0 = not measured
 };
 
 const std::vector<Field>& fields() {
@@ -40,6 +41,7 @@ const std::vector<Field>& fields() {
       {"copy_dram_gbps", &Calibration::copyDramGBps, 1e-2, 1e4},
       {"reduce_cache_gbps", &Calibration::reduceCacheGBps, 1e-2, 1e4},
       {"reduce_dram_gbps", &Calibration::reduceDramGBps, 1e-2, 1e4},
+      {"copy_llc_gbps", &Calibration::copyLlcGBps, 1e-2, 1e4, true},
       {"transfer_gbps", &Calibration::transferGBps, 1e-2, 1e5},
       {"cache_mib", &Calibration::cacheMiB, 1e-3, 1e7},
       {"crowded_switch_factor", &Calibration::crowdedSwitchFactor, 1.0, 1e3},
@@ -114,6 +116,7 @@ const char* calibrationSourceName(CalibrationSource source) {
 Status validateCalibration(const Calibration& c) {
   for (const Field& f : fields()) {
     const double v = c.*f.member;
+    if (f.optional && v == 0) continue;
     if (!std::isfinite(v) || v < f.lo || v > f.hi) {
       return invalidArgument(std::string(f.key) + " = " + exact(v) + " is outside [" + exact(f.lo) +
                              ", " + exact(f.hi) + "]");
@@ -187,7 +190,7 @@ Result<Calibration> parseCalibration(const std::string& text, const std::string&
   if (!sawFormat) return invalidArgument(origin + ": no 'format' line");
   if (!sawFingerprint) return invalidArgument(origin + ": no 'fingerprint' line");
   for (size_t i = 0; i < fields().size(); ++i) {
-    if (!seen[i]) return invalidArgument(origin + ": no '" + fields()[i].key + "' line");
+    if (!seen[i] && !fields()[i].optional) return invalidArgument(origin + ": no '" + fields()[i].key + "' line");
   }
   if (!sawCpus) return invalidArgument(origin + ": no 'cpus' line");
   Status valid = validateCalibration(c);

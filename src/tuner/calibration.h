@@ -25,6 +25,10 @@
 //                 (*Cache: a 32 KiB chunk again and again; *Dram: buffers twice the LLC)
 //   transferGBps  what a receiving step adds per byte when the slot it reads was filled by another
 //                 core: a stream of 32 KiB slots between two threads, less the copy itself
+//   copyLlcGBps   kernels::copy over a working set the last-level cache holds but a core's own
+//                 caches do not (8 MiB, or half of cacheMiB when that is smaller); 0 where the
+//                 cache is too small to tell (then the model serves the whole cache at the
+//                 cache rate, as files written before this field do)
 //   cacheMiB      the last-level cache as the data path sees it: the largest working set
 //                 (doubling from 4 MiB) whose float32 sum still runs at least 1.5x its rate
 //                 from memory; the topology's own figure when every size checked ran that fast
@@ -54,6 +58,7 @@ struct Calibration {
   double copyDramGBps = 0;
   double reduceCacheGBps = 0;
   double reduceDramGBps = 0;
+  double copyLlcGBps = 0;  ///< optional: 0 = not measured
   double transferGBps = 0;
   double cacheMiB = 0;
   double crowdedSwitchFactor = 1;

@@ -258,6 +258,7 @@ class Probe {
     ASSIGN_OR_RETURN(c.copyDramGBps, kernelRate(false, dramBytes, 1));
     ASSIGN_OR_RETURN(c.reduceDramGBps, kernelRate(true, dramBytes, 1));
     ASSIGN_OR_RETURN(c.cacheMiB, effectiveCacheMiB(c.reduceDramGBps, dramBytes));
+    ASSIGN_OR_RETURN(c.copyLlcGBps, llcCopyRate(c.cacheMiB, dramBytes));
     ASSIGN_OR_RETURN(double transferAgain, transferRate(c));
     c.transferGBps = std::max(c.transferGBps, transferAgain);
     ASSIGN_OR_RETURN(double hopAgain, handOffUs(c.stepUs));
@@ -560,6 +561,18 @@ class Probe {
     }
     if (fast == 0 || fast == checked) return double(options_.llcBytes) / double(1 << 20);
     return double(fast) / double(1 << 20);
+  }
+
+  /// kernels::copy over a working set the last-level cache holds but no core's own cache does
+  /// (beyond the 2 MiB L2s of current cores): 8 MiB, or half the cache where that is smaller.
+  /// 0 where the cache holds no such set.
+  Result<double> llcCopyRate(double cacheMiB, uint64_t memoryBufferBytes) {
+    constexpr uint64_t kWorking = 8ull << 20;
+    constexpr uint64_t kSmallest = 4ull << 20;
+    const uint64_t working = std::min(kWorking, static_cast<uint64_t>(cacheMiB * 0.5 * (1 << 20)));
+    if (working < kSmallest) return 0.0;
+    const uint64_t half = working / 2;
+    return kernelRate(false, half, int(memoryBufferBytes / half));
   }
 
   /// GB/s of kernels::copy (dst <- src) or of the float32 sum (dst <- dst + src) over `bytes`,

@@ -28,6 +28,7 @@ Calibration sample() {
   c.copyDramGBps = 9.75;
   c.reduceCacheGBps = 14.125;
   c.reduceDramGBps = 6.0 / 7.0;  // not representable in few digits: the text must be exact
+  c.copyLlcGBps = 11.5;
   c.transferGBps = 12.5;
   c.cacheMiB = 32.5;
   c.crowdedSwitchFactor = 2.25;
@@ -53,7 +54,7 @@ TEST(Calibration, ParseErrorsNameTheOriginAndLine) {
   const size_t hop = badNumber.find("\nhop_us ") + 1;
   badNumber.replace(hop, badNumber.find('\n', hop) - hop, "hop_us 0.1x");
   const std::vector<Case> cases = {
-      {good + "bogus 1\n", "f.txt:17: unknown key 'bogus'"},
+      {good + "bogus 1\n", "f.txt:18: unknown key 'bogus'"},
       {badNumber, "bad number '0.1x' for hop_us"},
       {"format 5\nfingerprint fp\nstep_us 1\n", "no 'hop_us' line"},
       {"format 4\n", "f.txt:1: unknown format '4'"},
@@ -70,6 +71,23 @@ TEST(Calibration, ParseErrorsNameTheOriginAndLine) {
   Result<Calibration> r = parseCalibration(formatCalibration(negative, "fp"), "fp", "f.txt");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("copy_dram_gbps"), std::string::npos);
+}
+
+// Files written before the last-level cache's copy rate was measured still load: the model
+// then serves that cache at the core cache's rate, as it did when they were written.
+TEST(Calibration, TheLastLevelCacheRateIsOptional) {
+  std::string text = formatCalibration(sample(), "fp");
+  const size_t llc = text.find("copy_llc_gbps ");
+  ASSERT_NE(llc, std::string::npos);
+  text.erase(llc, text.find('\n', llc) + 1 - llc);
+  Result<Calibration> old = parseCalibration(text, "fp", "f.txt");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old.value().copyLlcGBps, 0.0);
+  Calibration unmeasured = sample();
+  unmeasured.copyLlcGBps = 0;
+  EXPECT_TRUE(validateCalibration(unmeasured).ok());
+  unmeasured.copyLlcGBps = -2;
+  EXPECT_FALSE(validateCalibration(unmeasured).ok());
 }
 
 TEST(Calibration, ValidateRejectsImpossibleValues) {
@@ -94,8 +112,10 @@ TEST(Calibration, ProbeMeasuresThroughTheDataPath) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(validateCalibration(c.value()).ok());
   EXPECT_GT(c.value().hopUs, 0);
-  // Too small a cache to check (sizes start at 4 MiB): the topology's figure stands.
+  // Too small a cache to check (sizes start at 4 MiB): the topology's figure stands, and no
+  // working set fits it beyond a core's own caches.
   EXPECT_EQ(c.value().cacheMiB, 1.0);
+  EXPECT_EQ(c.value().copyLlcGBps, 0.0);
 }
 
 // A rank a launcher bound to one CPU (mpirun --bind-to core) still calibrates the host: the probe

@@ -255,15 +255,20 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
   return model;
 }
 
-double CostModel::cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const {
+CostModel::BufferTiers CostModel::bufferTiers(Collective coll, uint64_t bytes,
+                                              uint64_t slotBytes) const {
   const uint64_t llc = llcOf(constants_);
   // The caller's buffers of every rank of the host, and the slots their FIFOs cycle through
   // (all hosts alike: slotBytes counts every rank's connectors, so a host holds its share).
   const double hosts = double(coresOfHost_.size());
   const double working = double(maxRanksPerHost_) * double(footprint(coll, bytes, machine_.nranks)) +
                          double(slotBytes) / hosts;
-  // The share of the traffic the cache serves, as if it held a fixed part of the working set.
-  return working <= double(llc) ? 1.0 : double(llc) / working;
+  // The share of the traffic each cache serves, as if it held a fixed part of the working set.
+  const int cores = *std::min_element(coresOfHost_.begin(), coresOfHost_.end());
+  const double coreCaches = double(cores) * double(coreCacheOf(constants_.host));
+  const double held = working <= double(llc) ? 1.0 : double(llc) / working;
+  const double coreHeld = std::min(held, working <= coreCaches ? 1.0 : coreCaches / working);
+  return {held - coreHeld, 1 - held};
 }
 
 double CostModel::crowding() const {
@@ -281,7 +286,7 @@ double CostModel::inCoreShare(uint64_t bytes, uint32_t chunkBytes, int nchannels
   return touched <= core ? 1.0 : double(core) / double(touched);
 }
 
-SimMachine CostModel::machineWith(double cached, double inCore) const {
+SimMachine CostModel::machineWith(BufferTiers tiers, double inCore) const {
   SimMachine m = machine_;
   const Calibration& c = constants_.calibration;
   // Kernels run at cache speed on slots and chunks while what a rank's steps touch at once fits
@@ -289,13 +294,17 @@ SimMachine CostModel::machineWith(double cached, double inCore) const {
   // cores with 1 MiB L2s: ring, tree and rhd all-reduce with 512 KiB chunks on 4 channels
   // 1.3-2.5x slower than with 128 KiB chunks, 2-32 MiB). The caller's buffers add what memory
   // costs over the cache for the share of them the last-level cache does not hold (a memory
-  // copy touches two buffers, so each buffer carries half of the difference).
+  // copy touches two buffers, so each buffer carries half of the difference), and likewise what
+  // the last-level cache costs over the core's own for the share it holds (where measured: a
+  // VM's large L3 ran copies at a quarter of the core cache's rate, twice memory's).
   m.bytes.copy = inCore * usPerByte(c.copyCacheGBps) + (1 - inCore) * usPerByte(c.copyDramGBps);
   m.bytes.reduce =
       inCore * usPerByte(c.reduceCacheGBps) + (1 - inCore) * usPerByte(c.reduceDramGBps);
   m.bytes.transfer = usPerByte(c.transferGBps);
-  const double memory = std::max(0.0, usPerByte(c.copyDramGBps) - usPerByte(c.copyCacheGBps));
-  m.bytes.user = (1 - cached) * memory / 2;
+  const double cache = usPerByte(c.copyCacheGBps);
+  const double memory = std::max(0.0, usPerByte(c.copyDramGBps) - cache);
+  const double llc = c.copyLlcGBps > 0 ? std::max(0.0, usPerByte(c.copyLlcGBps) - cache) : 0.0;
+  m.bytes.user = tiers.llc * llc / 2 + tiers.memory * memory / 2;
   return m;
 }
 
@@ -350,19 +359,21 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   }
   if (bytes <= 2 * span) {
     ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
-    const double cached = cachedShare(coll, bytes, slotFootprint(plans, machine_));
-    return simulatePlans(plans, machineWith(cached, inCoreShare(bytes, chunkBytes, nchannels)));
+    const BufferTiers tiers = bufferTiers(coll, bytes, slotFootprint(plans, machine_));
+    return simulatePlans(plans, machineWith(tiers, inCoreShare(bytes, chunkBytes, nchannels)));
   }
   ASSIGN_OR_RETURN(uint64_t slots, longSlotFootprint(coll, algo, span, chunkBytes, nchannels));
-  const double cached = cachedShare(coll, bytes, slots);
-  // Long messages: the cache's and memory's rates each extrapolated, then mixed as machineWith
-  // mixes them. The four simulations serve every long size of this candidate.
+  const BufferTiers tiers = bufferTiers(coll, bytes, slots);
+  // Long messages: each tier's rates extrapolated, then mixed as machineWith mixes them. These
+  // simulations serve every long size of this candidate.
   double mixed = 0;
-  for (const double share : {1.0, 0.0}) {
-    const double weight = share == 1.0 ? cached : 1.0 - cached;
-    if (weight == 0) continue;
-    ASSIGN_OR_RETURN(double one, remembered(coll, algo, span, chunkBytes, nchannels, share));
-    ASSIGN_OR_RETURN(double two, remembered(coll, algo, 2 * span, chunkBytes, nchannels, share));
+  for (int tier = 0; tier < 3; ++tier) {
+    const double weight = tier == 0 ? 1.0 - tiers.llc - tiers.memory
+                          : tier == 1 ? tiers.llc
+                                      : tiers.memory;
+    if (weight <= 0) continue;
+    ASSIGN_OR_RETURN(double one, remembered(coll, algo, span, chunkBytes, nchannels, tier));
+    ASSIGN_OR_RETURN(double two, remembered(coll, algo, 2 * span, chunkBytes, nchannels, tier));
     const double perByte = std::max(0.0, two - one) / double(span);
     mixed += weight * (two + perByte * double(bytes - 2 * span));
   }
@@ -385,15 +396,16 @@ Result<uint64_t> CostModel::longSlotFootprint(Collective coll, Algorithm algo, u
 }
 
 Result<double> CostModel::remembered(Collective coll, Algorithm algo, uint64_t bytes,
-                                     uint32_t chunkBytes, int nchannels, double cached) const {
-  const auto key = std::make_tuple(coll, algo, bytes, chunkBytes, nchannels, cached);
+                                     uint32_t chunkBytes, int nchannels, int tier) const {
+  const auto key = std::make_tuple(coll, algo, bytes, chunkBytes, nchannels, tier);
   {
     std::lock_guard<std::mutex> lock(memo_->mutex);
     if (auto it = memo_->times.find(key); it != memo_->times.end()) return it->second;
   }
   ASSIGN_OR_RETURN(double t,
                    simulate(coll, algo, bytes, chunkBytes, nchannels,
-                            machineWith(cached, inCoreShare(bytes, chunkBytes, nchannels))));
+                            machineWith({tier == 1 ? 1.0 : 0.0, tier == 2 ? 1.0 : 0.0},
+                                        inCoreShare(bytes, chunkBytes, nchannels))));
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->times.emplace(key, t);
   return t;

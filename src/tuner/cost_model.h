@@ -112,23 +112,29 @@ class CostModel {
   /// The FIFO slot bytes a long call of this candidate keeps busy (plan_cost.h), remembered.
   Result<uint64_t> longSlotFootprint(Collective coll, Algorithm algo, uint64_t span,
                                      uint32_t chunkBytes, int nchannels) const;
-  /// simulate() with the byte costs of a `cached` share of cache hits, each result kept.
+  /// Where the caller's buffers are served from: the shares of their traffic that the last-level
+  /// cache and memory serve (the rest the cores' own caches do).
+  struct BufferTiers {
+    double llc = 0;
+    double memory = 0;
+  };
+  /// simulate() with every caller-buffer byte served by one tier (0: the cores' caches, 1: the
+  /// last-level cache, 2: memory), each result kept.
   Result<double> remembered(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
-                            int nchannels, double cached) const;
-  /// The share of a call's memory traffic the last-level cache serves, its FIFOs keeping
-  /// `slotBytes` of slots busy.
-  double cachedShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
+                            int nchannels, int tier) const;
+  /// Where a call's traffic is served from, its FIFOs keeping `slotBytes` of slots busy.
+  BufferTiers bufferTiers(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
   /// The share of a candidate's kernel traffic (a chunk in and one out per channel) that one
   /// core's own cache holds.
   double inCoreShare(uint64_t bytes, uint32_t chunkBytes, int nchannels) const;
-  SimMachine machineWith(double cached, double inCore) const;
+  SimMachine machineWith(BufferTiers tiers, double inCore) const;
   /// The most ranks per core of any host.
   double crowding() const;
 
   /// Simulations of long messages, shared by copies of the model.
   struct Memo {
     std::mutex mutex;
-    std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, double>, double> times;
+    std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, int>, double> times;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>, uint64_t> slots;
   };
 

@@ -174,6 +174,29 @@ TEST(CostModel, ACacheMeasuredSmallerThanTheTopologysIsTheOneThatCounts) {
   EXPECT_DOUBLE_EQ(predict(model(larger, oneHost(2)), Algorithm::kRing, bytes), roomy);
 }
 
+TEST(CostModel, BuffersTheLastLevelCacheHoldsCostItsMeasuredRate) {
+  // Two ranks, one 2 MiB core cache each, a 256 MiB LLC whose copy rate was measured at 5 GB/s
+  // (a quarter of the core cache's 20). 7 MiB per rank (28 MiB of buffers) lives in the LLC:
+  // it pays that rate over the core cache's, where a calibration without the figure served it
+  // free. 256 KiB per rank stays in the cores' own caches and costs the same either way.
+  ModelConstants unmeasured = constants(0.01, 0.01);
+  unmeasured.host.llcBytes = 256ull << 20;
+  unmeasured.host.coreCacheBytes = 2ull << 20;
+  ModelConstants measured = unmeasured;
+  measured.calibration.copyLlcGBps = 5;
+  const CostModel before = model(unmeasured, oneHost(2));
+  const CostModel after = model(measured, oneHost(2));
+  const uint64_t large = 7ull << 20;
+  EXPECT_GT(predict(after, Algorithm::kRing, large), 1.2 * predict(before, Algorithm::kRing, large));
+  const uint64_t small = 256ull << 10;
+  EXPECT_DOUBLE_EQ(predict(after, Algorithm::kRing, small), predict(before, Algorithm::kRing, small));
+  // Beyond the LLC, memory's rate counts as before: the measured LLC rate only adds its share.
+  const uint64_t huge = 256ull << 20;
+  const double beyond = predict(after, Algorithm::kRing, huge);
+  EXPECT_GE(beyond, predict(before, Algorithm::kRing, huge));
+  EXPECT_LT(beyond, 1.2 * predict(before, Algorithm::kRing, huge));
+}
+
 TEST(CostModel, ChunksInFlightBeyondTheCoreCacheGoAtMemorySpeed) {
   ModelConstants c = constants(0.01, 0.01);
   c.calibration.copyDramGBps = 2;
