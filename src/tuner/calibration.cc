@@ -190,7 +190,9 @@ Result<Calibration> parseCalibration(const std::string& text, const std::string&
   if (!sawFormat) return invalidArgument(origin + ": no 'format' line");
   if (!sawFingerprint) return invalidArgument(origin + ": no 'fingerprint' line");
   for (size_t i = 0; i < fields().size(); ++i) {
-    if (!seen[i] && !fields()[i].optional) return invalidArgument(origin + ": no '" + fields()[i].key + "' line");
+    if (!seen[i] && !fields()[i].optional) {
+      return invalidArgument(origin + ": no '" + fields()[i].key + "' line");
+    }
   }
   if (!sawCpus) return invalidArgument(origin + ": no 'cpus' line");
   Status valid = validateCalibration(c);

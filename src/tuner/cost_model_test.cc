@@ -187,9 +187,11 @@ TEST(CostModel, BuffersTheLastLevelCacheHoldsCostItsMeasuredRate) {
   const CostModel before = model(unmeasured, oneHost(2));
   const CostModel after = model(measured, oneHost(2));
   const uint64_t large = 7ull << 20;
-  EXPECT_GT(predict(after, Algorithm::kRing, large), 1.2 * predict(before, Algorithm::kRing, large));
+  EXPECT_GT(predict(after, Algorithm::kRing, large),
+            1.2 * predict(before, Algorithm::kRing, large));
   const uint64_t small = 256ull << 10;
-  EXPECT_DOUBLE_EQ(predict(after, Algorithm::kRing, small), predict(before, Algorithm::kRing, small));
+  EXPECT_DOUBLE_EQ(predict(after, Algorithm::kRing, small),
+                   predict(before, Algorithm::kRing, small));
   // Beyond the LLC, memory's rate counts as before: the measured LLC rate only adds its share.
   const uint64_t huge = 256ull << 20;
   const double beyond = predict(after, Algorithm::kRing, huge);
