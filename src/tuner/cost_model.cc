@@ -100,7 +100,8 @@ void encodeModelConstants(const ModelConstants& m, uint8_t* out) {
                            c.crowdedPostUs,
                            static_cast<double>(m.host.coreCacheBytes),
                            c.cacheMiB,
-                           c.crowdedSwitchFactor};
+                           c.crowdedSwitchFactor,
+                           c.copyLlcGBps};
   static_assert(sizeof(values) <= kModelConstantsWireBytes);
   std::fill(out, out + kModelConstantsWireBytes, uint8_t{0});
   for (size_t i = 0; i < std::size(values); ++i) {
@@ -130,6 +131,7 @@ ModelConstants decodeModelConstants(const uint8_t* in) {
   m.host.coreCacheBytes = static_cast<uint64_t>(at(15));
   c.cacheMiB = at(16);
   c.crowdedSwitchFactor = at(17);
+  c.copyLlcGBps = at(18);
   return m;
 }
 

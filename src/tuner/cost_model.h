@@ -76,7 +76,7 @@ struct ModelConstants {
   bool operator==(const ModelConstants&) const = default;
 };
 /// A fixed-size, bit-exact little-endian encoding for the bootstrap.
-constexpr size_t kModelConstantsWireBytes = 18 * 8;
+constexpr size_t kModelConstantsWireBytes = 19 * 8;
 void encodeModelConstants(const ModelConstants& constants, uint8_t* out);
 ModelConstants decodeModelConstants(const uint8_t* in);
 

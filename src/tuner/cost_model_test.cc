@@ -62,6 +62,7 @@ TEST(CostModel, ConstantsTravelBitExact) {
   c.calibration.hopUs = 1.0 / 3.0;
   c.host.llcBytes = 123456789;
   c.host.coreCacheBytes = 1234567;
+  c.calibration.copyLlcGBps = 12.0 / 7.0;
   uint8_t wire[kModelConstantsWireBytes];
   encodeModelConstants(c, wire);
   EXPECT_EQ(decodeModelConstants(wire), c);
