@@ -270,6 +270,9 @@ CostModel::BufferTiers CostModel::bufferTiers(Collective coll, uint64_t bytes,
   const double coreCaches = double(cores) * double(coreCacheOf(constants_.host));
   const double held = working <= double(llc) ? 1.0 : double(llc) / working;
   const double coreHeld = std::min(held, working <= coreCaches ? 1.0 : coreCaches / working);
+  // Without a measured rate the last-level cache costs what the cores' own do: one tier, so
+  // long messages need no separate simulations of it.
+  if (constants_.calibration.copyLlcGBps <= 0) return {0.0, 1 - held};
   return {held - coreHeld, 1 - held};
 }
 
