@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "algorithms/algorithms.h"
+#include "core/little_endian.h"
 
 namespace braid {
 namespace {
@@ -97,7 +98,7 @@ TunerOptions TunerOptions::fromConfig(const Config& config, int nranks, int maxC
 }
 
 Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
-                            const TuningTable* table) {
+                            const TuningTable* table, const GridShare& share) {
   if (options.nranks != model.nranks()) {
     return internalError("tuner for " + std::to_string(options.nranks) +
                          " ranks given a model of " + std::to_string(model.nranks()));
@@ -122,7 +123,7 @@ Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
       }
     }
   }
-  RETURN_IF_ERROR(t.buildGrid(model));
+  RETURN_IF_ERROR(t.buildGrid(model, share));
   if (table != nullptr) RETURN_IF_ERROR(t.adoptTable(*table));
   return t;
 }
@@ -149,25 +150,77 @@ int Tuner::gridIndex(uint64_t bytes) {
   return std::min(kMaxSizeLog, k + (fraction >= 0.5 ? 1 : 0));
 }
 
-Status Tuner::buildGrid(const CostModel& model) {
-  // Communicators of one process with the same model and limits share one grid: building it
-  // simulates thousands of plans. BRAID_ALGO and the tuning file do not enter it.
-  static std::mutex mutex;
-  static auto* cache = new std::map<std::string, std::shared_ptr<const Grid>>();
+int Tuner::cellOwner(int pair, int k, int nranks) {
+  if (nranks <= 1) return 0;
+  if (k >= kLongSizeLog) return pair % nranks;
+  return (pair * kGridSizes + k) % nranks;
+}
+
+// Communicators of one process with the same model and limits share one grid: building it
+// simulates thousands of plans. BRAID_ALGO and the tuning file do not enter it.
+struct Tuner::GridCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const Grid>> grids;
+};
+
+Tuner::GridCache& Tuner::gridCache() {
+  static auto* cache = new GridCache();
+  return *cache;
+}
+
+void Tuner::forgetGrids() {
+  GridCache& cache = gridCache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.grids.clear();
+}
+
+Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
+  GridCache& cache = gridCache();
   std::string key = model.key();
   for (uint64_t v :
        {uint64_t(options_.maxChannels), uint64_t(options_.slotBytes), uint64_t(options_.nslots),
         uint64_t(options_.chunkBytes), uint64_t(options_.nchannels)}) {
     key.append(reinterpret_cast<const char*>(&v), sizeof(v));
   }
+  std::shared_ptr<const Grid> cached;
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = cache->find(key); it != cache->end()) {
-      grid_ = it->second;
-      return okStatus();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (auto it = cache.grids.find(key); it != cache.grids.end()) cached = it->second;
+  }
+  const int nranks = std::max(1, share.nranks);
+  if (cached && nranks == 1) {
+    grid_ = cached;
+    return okStatus();
+  }
+  // A rank whose process holds the grid still hands its share to the others.
+  auto grid = cached ? std::make_shared<Grid>(*cached) : std::make_shared<Grid>();
+  if (!cached) costCells(model, share.rank, nranks, *grid);
+  if (nranks > 1) {
+    RETURN_IF_ERROR(gatherCells(share, *grid).withContext("sharing the tuner's grid"));
+  }
+  if (cached) {
+    grid_ = cached;
+    return okStatus();
+  }
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  // Bound the cache: a process rarely has more than a few distinct communicator shapes.
+  if (cache.grids.size() >= 16) cache.grids.clear();
+  grid_ = cache.grids.emplace(std::move(key), std::move(grid)).first->second;
+  return okStatus();
+}
+
+template <typename Visit>
+void Tuner::forEachPair(Visit&& visit) const {
+  int pair = 0;
+  for (int c = 0; c < kModelled; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (Algorithm algo : algorithmsFor(coll)) {
+      if (usable(algo, coll)) visit(coll, algo, pair++);
     }
   }
-  auto grid = std::make_shared<Grid>();
+}
+
+void Tuner::costCells(const CostModel& model, int rank, int nranks, Grid& grid) const {
   std::vector<uint32_t> chunks;
   if (options_.chunkBytes != 0) {
     chunks.push_back(chunkFor(options_.chunkBytes));
@@ -185,44 +238,69 @@ Status Tuner::buildGrid(const CostModel& model) {
       if (c <= options_.maxChannels) channels.push_back(c);
     }
   }
-  for (int c = 0; c < kModelled; ++c) {
-    const auto coll = static_cast<Collective>(c);
-    for (Algorithm algo : algorithmsFor(coll)) {
-      if (!usable(algo, coll)) continue;
-      for (int k = 0; k < kGridSizes; ++k) {
-        const uint64_t bytes = uint64_t{1} << k;
-        Cell& cell = (*grid)[c][k][static_cast<int>(algo)];
-        auto consider = [&](size_t i, int ch) {
-          // A message no larger than a smaller candidate's chunk plans the same with this one.
-          if (i > 0 && bytes <= chunks[i - 1]) return;
-          if (bytes > kMinLargeCallChunkBytes && chunks[i] < kMinLargeCallChunkBytes &&
-              chunks.back() >= kMinLargeCallChunkBytes) {
-            return;
-          }
-          Result<double> us = model.predict(coll, algo, bytes, chunks[i], ch);
-          if (!us.ok()) return;  // a shape this algorithm cannot plan: not a candidate
-          if (cell.us < 0 || us.value() < cell.us) cell = Cell{us.value(), chunks[i], ch};
-        };
-        // Coordinate descent: the channel count at the middle chunk, then the chunk at that
-        // channel count (5 candidates costed instead of 9; the two rarely interact much).
-        size_t middle = chunks.size() / 2;
-        while (middle > 0 && bytes <= chunks[middle - 1]) --middle;
-        for (int ch : channels) {
-          if (ch == channels.front() || bytes >= uint64_t(ch) * kMinChannelBytes) {
-            consider(middle, ch);
-          }
+  forEachPair([&](Collective coll, Algorithm algo, int pair) {
+    for (int k = 0; k < kGridSizes; ++k) {
+      if (cellOwner(pair, k, nranks) != rank) continue;
+      const uint64_t bytes = uint64_t{1} << k;
+      Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
+      auto consider = [&](size_t i, int ch) {
+        // A message no larger than a smaller candidate's chunk plans the same with this one.
+        if (i > 0 && bytes <= chunks[i - 1]) return;
+        if (bytes > kMinLargeCallChunkBytes && chunks[i] < kMinLargeCallChunkBytes &&
+            chunks.back() >= kMinLargeCallChunkBytes) {
+          return;
         }
-        const int bestChannels = cell.us < 0 ? channels.front() : cell.nchannels;
-        for (size_t i = 0; i < chunks.size(); ++i) {
-          if (i != middle) consider(i, bestChannels);
+        Result<double> us = model.predict(coll, algo, bytes, chunks[i], ch);
+        if (!us.ok()) return;  // a shape this algorithm cannot plan: not a candidate
+        if (cell.us < 0 || us.value() < cell.us) cell = Cell{us.value(), chunks[i], ch};
+      };
+      // Coordinate descent: the channel count at the middle chunk, then the chunk at that
+      // channel count (5 candidates costed instead of 9; the two rarely interact much).
+      size_t middle = chunks.size() / 2;
+      while (middle > 0 && bytes <= chunks[middle - 1]) --middle;
+      for (int ch : channels) {
+        if (ch == channels.front() || bytes >= uint64_t(ch) * kMinChannelBytes) {
+          consider(middle, ch);
         }
       }
+      const int bestChannels = cell.us < 0 ? channels.front() : cell.nchannels;
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        if (i != middle) consider(i, bestChannels);
+      }
     }
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  // Bound the cache: a process rarely has more than a few distinct communicator shapes.
-  if (cache->size() >= 16) cache->clear();
-  grid_ = cache->emplace(std::move(key), std::move(grid)).first->second;
+  });
+}
+
+Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
+  // Every cell of the grid, 16 little-endian bytes each (time, chunk, channels), per rank.
+  constexpr size_t kCellBytes = 16;
+  constexpr size_t kGridBytes = size_t(kModelled) * kGridSizes * kNumAlgorithms * kCellBytes;
+  auto at = [](uint8_t* segment, Collective coll, int k, Algorithm algo) {
+    return segment +
+           ((size_t(coll) * kGridSizes + size_t(k)) * kNumAlgorithms + size_t(algo)) * kCellBytes;
+  };
+  std::vector<uint8_t> all(kGridBytes * size_t(share.nranks));
+  uint8_t* mine = all.data() + kGridBytes * size_t(share.rank);
+  forEachPair([&](Collective coll, Algorithm algo, int) {
+    for (int k = 0; k < kGridSizes; ++k) {
+      const Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
+      uint8_t* out = at(mine, coll, k, algo);
+      putLe64(out, std::bit_cast<uint64_t>(cell.us));
+      putLe32(out + 8, cell.chunkBytes);
+      putLe32(out + 12, static_cast<uint32_t>(cell.nchannels));
+    }
+  });
+  RETURN_IF_ERROR(share.allGather(all.data(), kGridBytes));
+  forEachPair([&](Collective coll, Algorithm algo, int pair) {
+    for (int k = 0; k < kGridSizes; ++k) {
+      const int owner = cellOwner(pair, k, share.nranks);
+      if (owner == share.rank) continue;
+      const uint8_t* in = at(all.data() + kGridBytes * size_t(owner), coll, k, algo);
+      grid[static_cast<int>(coll)][k][static_cast<int>(algo)] =
+          Cell{std::bit_cast<double>(getLe64(in)), getLe32(in + 8),
+               static_cast<int>(getLe32(in + 12))};
+    }
+  });
   return okStatus();
 }
 

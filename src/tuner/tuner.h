@@ -4,8 +4,10 @@
 // size from 1 B to 4 GiB and every algorithm that serves the collective what its candidates
 // (chunk of 32K, 128K or 512K up to the FIFO slot size, 1, 2 or 4 channels up to those set up)
 // would take - the channel count at the middle chunk first, then the chunk at the best channel
-// count - and keeps each algorithm's fastest. The grid is shared by the communicators of a
-// process with the same model inputs. A call uses the grid point nearest its size (in log scale).
+// count - and keeps each algorithm's fastest. That costs thousands of simulated plans (0.1 s at
+// 4 ranks, seconds at 16 and more), so the ranks of a communicator split the grid's cells between
+// them and gather the rest (GridShare). The grid is shared by the communicators of a process with
+// the same model inputs. A call uses the grid point nearest its size (in log scale).
 // Precedence, highest first:
 //   1. BRAID_ALGO (AlgoOverride semantics): restricts the algorithms a call may use; among them
 //      the measured table's choice if it is one, else the model's fastest;
@@ -18,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,6 +66,17 @@ struct TunerOptions {
 /// to 64 KiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay under 64 KiB.
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks);
 
+/// How the ranks of a communicator split the model grid: rank `rank` of `nranks` costs the cells
+/// Tuner::cellOwner gives it, and allGather (the bootstrap's: each rank's bytesPerRank bytes at
+/// its offset in `data`, nranks times that long) brings it everyone else's. Every rank calls
+/// allGather exactly once, even one whose process holds the grid already. nranks 1: this rank
+/// costs every cell.
+struct GridShare {
+  int rank = 0;
+  int nranks = 1;
+  std::function<Status(uint8_t* data, size_t bytesPerRank)> allGather;
+};
+
 class Tuner {
  public:
   /// Model grid: sizes 2^0 .. 2^kMaxSizeLog bytes.
@@ -76,7 +90,7 @@ class Tuner {
   /// than set up, an algorithm the FIFO depth cannot run): the error names the file and line.
   /// `table` may be null.
   static Result<Tuner> create(const TunerOptions& options, const CostModel& model,
-                              const TuningTable* table);
+                              const TuningTable* table, const GridShare& share = {});
 
   /// The choice for a call, BRAID_ALGO honoured.
   Choice choose(Collective coll, uint64_t bytes) const;
@@ -97,6 +111,12 @@ class Tuner {
 
   /// The grid point a message size uses.
   static int gridIndex(uint64_t bytes);
+  /// Which of `nranks` ranks costs the cells of the `pair`-th (collective, algorithm) the grid
+  /// models at grid point k. The long sizes of a pair (1 MiB and up) stay with one rank: they
+  /// reuse the simulations the model remembers for that pair.
+  static int cellOwner(int pair, int k, int nranks);
+  /// Drops the grids this process keeps (for tests and benchmarks: the next create costs anew).
+  static void forgetGrids();
 
  private:
   struct Cell {
@@ -108,14 +128,27 @@ class Tuner {
   static constexpr int kGridSizes = kMaxSizeLog + 1;
   static constexpr int kModelled = AlgoOverride::kNumOverridable;
 
-  Status buildGrid(const CostModel& model);
+  using Grid = std::array<std::array<AlgoCells, kGridSizes>, kModelled>;
+  /// Grid points from 2^kLongSizeLog bytes up: cellOwner keeps a pair's on one rank.
+  static constexpr int kLongSizeLog = 20;
+
+  /// The grids of this process, by model and limits.
+  struct GridCache;
+  static GridCache& gridCache();
+
+  Status buildGrid(const CostModel& model, const GridShare& share);
+  /// Calls visit(coll, algo, pair) for every usable (collective, algorithm), numbered in order.
+  template <typename Visit>
+  void forEachPair(Visit&& visit) const;
+  /// Costs the cells cellOwner gives `rank` of `nranks`.
+  void costCells(const CostModel& model, int rank, int nranks, Grid& grid) const;
+  /// Sends this rank's cells to the others and fills in theirs.
+  Status gatherCells(const GridShare& share, Grid& grid) const;
   Status adoptTable(const TuningTable& table);
   Choice pick(Collective coll, uint64_t bytes, bool honourOverride) const;
   Choice fixed(Collective coll) const;
   uint32_t chunkFor(uint32_t chunkBytes) const;
   int channelsFor(int nchannels) const;
-
-  using Grid = std::array<std::array<AlgoCells, kGridSizes>, kModelled>;
 
   TunerOptions options_;
   AlgoOverride override_;

@@ -19,8 +19,9 @@ namespace {
 // What rank 0 hands every rank: a status byte, the constants, and the error text when it failed.
 constexpr size_t kMessageBytes = 256;
 constexpr size_t kSharedBytes = 1 + kModelConstantsWireBytes + kMessageBytes;
-// How much longer than the timeout ranks wait for rank 0's calibration: the probe's budget
-// (ProbeOptions::budgetSeconds) and its last measurements, once each, with room to spare.
+// How much longer than the timeout ranks wait for rank 0's calibration (the probe's budget,
+// ProbeOptions::budgetSeconds, and its last measurements, once each, with room to spare), and for
+// the slowest rank's share of the tuner's grid.
 constexpr double kCalibrationGraceSeconds = 30;
 
 /// Puts the probe's figures (if any) into rank 0's host shape, and says where they came from.
@@ -118,9 +119,16 @@ Result<Tuner> setUpTuner(const TunerContext& ctx) {
     table = std::move(loaded).value();
   }
   const auto start = std::chrono::steady_clock::now();
+  // The ranks split the model grid's cells; the wait covers the slowest rank's share.
+  GridShare share;
+  share.rank = ctx.rank;
+  share.nranks = nranks;
+  share.allGather = [&](uint8_t* data, size_t bytesPerRank) {
+    return ctx.bootstrap->allGather(data, bytesPerRank, kCalibrationGraceSeconds);
+  };
   ASSIGN_OR_RETURN(Tuner tuner,
                    Tuner::create(TunerOptions::fromConfig(config, nranks, ctx.maxChannels), model,
-                                 table ? &*table : nullptr));
+                                 table ? &*table : nullptr, share));
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 

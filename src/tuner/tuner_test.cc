@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
 #include "algorithms/algorithms.h"
 #include "tuner/tuner_query.h"
 
@@ -356,6 +361,139 @@ TEST(Tuner, SameInputsSameDigestAndTable) {
   TunerOptions o = options();
   o.maxChannels = 1;
   EXPECT_NE(tuner(o).digest(), a.digest());
+}
+
+/// The bootstrap's all-gather for ranks that are threads of this process.
+class ThreadGather {
+ public:
+  explicit ThreadGather(int nranks) : nranks_(nranks) {}
+
+  GridShare share(int rank) {
+    GridShare s;
+    s.rank = rank;
+    s.nranks = nranks_;
+    s.allGather = [this, rank](uint8_t* data, size_t bytesPerRank) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (all_.empty()) all_.resize(bytesPerRank * size_t(nranks_));
+      std::memcpy(all_.data() + bytesPerRank * size_t(rank), data + bytesPerRank * size_t(rank),
+                  bytesPerRank);
+      ++arrived_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return arrived_ == nranks_; });
+      std::memcpy(data, all_.data(), all_.size());
+      return okStatus();
+    };
+    return s;
+  }
+
+ private:
+  int nranks_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<uint8_t> all_;
+  int arrived_ = 0;
+};
+
+TEST(Tuner, CellOwnersAreRanksAndAPairsLongSizesShareOne) {
+  for (int n = 1; n <= 5; ++n) {
+    std::vector<int> cells(static_cast<size_t>(n), 0);
+    for (int pair = 0; pair < 40; ++pair) {
+      const int longOwner = Tuner::cellOwner(pair, Tuner::kMaxSizeLog, n);
+      for (int k = 0; k <= Tuner::kMaxSizeLog; ++k) {
+        const int owner = Tuner::cellOwner(pair, k, n);
+        ASSERT_GE(owner, 0);
+        ASSERT_LT(owner, n);
+        ++cells[static_cast<size_t>(owner)];
+        if (k >= 20) {
+          EXPECT_EQ(owner, longOwner) << n << " ranks, pair " << pair << ", 2^" << k;
+        }
+      }
+    }
+    for (int r = 0; r < n; ++r) EXPECT_GT(cells[static_cast<size_t>(r)], 0) << n << " ranks";
+  }
+}
+
+TEST(Tuner, RanksThatSplitTheGridBuildTheOneARankBuildsAlone) {
+  Tuner::forgetGrids();
+  const Tuner alone = tuner(options());
+  Tuner::forgetGrids();
+  ThreadGather gather(kRanks);
+  std::vector<Tuner> split(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      Result<Tuner> t = Tuner::create(options(), model(), nullptr, gather.share(r));
+      if (t.ok()) {
+        split[size_t(r)] = std::move(t).value();
+      } else {
+        errors[size_t(r)] = t.status().message();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
+    EXPECT_EQ(split[size_t(r)].digest(), alone.digest()) << "rank " << r;
+    EXPECT_EQ(split[size_t(r)].formatTable(), alone.formatTable()) << "rank " << r;
+  }
+}
+
+TEST(Tuner, ARankCostsOnlyItsCellsAndTakesTheOthersAsSent) {
+  Tuner::forgetGrids();
+  const Tuner alone = tuner(options());
+  Tuner::forgetGrids();
+  // Rank 0 of 2, its peer sending all zeros: the peer's cells read 0 us.
+  int calls = 0;
+  GridShare share;
+  share.rank = 0;
+  share.nranks = 2;
+  share.allGather = [&](uint8_t*, size_t) {
+    ++calls;
+    return okStatus();
+  };
+  Result<Tuner> half = Tuner::create(options(), model(), nullptr, share);
+  ASSERT_TRUE(half.ok()) << half.status().message();
+  EXPECT_EQ(calls, 1);
+  const Algorithm first = algorithmsFor(Collective::kAllReduce).front();  // pair 0
+  ASSERT_EQ(Tuner::cellOwner(0, 10, 2), 0);
+  ASSERT_EQ(Tuner::cellOwner(0, 11, 2), 1);
+  EXPECT_EQ(half->predictedUs(Collective::kAllReduce, first, 1 << 10),
+            alone.predictedUs(Collective::kAllReduce, first, 1 << 10));
+  EXPECT_GT(alone.predictedUs(Collective::kAllReduce, first, 1 << 11).value_or(0), 0);
+  EXPECT_EQ(half->predictedUs(Collective::kAllReduce, first, 1 << 11), 0.0);
+  Tuner::forgetGrids();
+}
+
+TEST(Tuner, ARankWhoseProcessHoldsTheGridStillSharesIt) {
+  Tuner::forgetGrids();
+  const Tuner alone = tuner(options());  // now cached
+  int calls = 0;
+  GridShare share;
+  share.rank = 1;
+  share.nranks = 2;
+  share.allGather = [&](uint8_t*, size_t) {
+    ++calls;
+    return okStatus();
+  };
+  Result<Tuner> again = Tuner::create(options(), model(), nullptr, share);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(calls, 1) << "its peers wait for its cells";
+  EXPECT_EQ(again->digest(), alone.digest());
+}
+
+TEST(Tuner, AFailedGridShareIsAnErrorSayingSo) {
+  Tuner::forgetGrids();
+  GridShare share;
+  share.rank = 0;
+  share.nranks = 3;
+  share.allGather = [](uint8_t*, size_t) { return remoteError("rank 2 left"); };
+  Result<Tuner> t = Tuner::create(options(), model(), nullptr, share);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), braidRemoteError);
+  EXPECT_NE(t.status().message().find("sharing the tuner's grid"), std::string::npos)
+      << t.status().message();
+  EXPECT_NE(t.status().message().find("rank 2 left"), std::string::npos) << t.status().message();
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "algorithms/algorithms.h"
+#include "topology/host_id.h"
+#include "tuner/calibration.h"
 
 namespace braid::testing {
 namespace {
@@ -303,6 +305,13 @@ uint32_t caseSeed(uint32_t index) {
     return static_cast<uint32_t>(std::strtoul(s, nullptr, 0)) * 2654435761u + index;
   }
   return 0x9e3779b9u * (index + 1);
+}
+
+std::string primeCalibration() {
+  const char* hostId = std::getenv("BRAID_HOSTID");
+  Result<CalibrationResult> calibration = hostCalibration(
+      defaultCalibrationDir(), hostHash(hostIdentity(hostId != nullptr ? hostId : "")), 0);
+  return calibration.ok() ? "" : calibration.status().message();
 }
 
 }  // namespace braid::testing

@@ -135,6 +135,11 @@ bool namesDeadRank(const std::string& message, int rank);
 double secondsSince(double start);
 double nowSeconds();
 
+/// Loads (or measures) this host's calibration in the test process, so the ranks it forks inherit
+/// it: a test that times a rank's init then times the init, not the host's first probe (which
+/// under a sanitizer runs for half a minute). "" or what went wrong.
+std::string primeCalibration();
+
 /// A reproducible seed for case `index`, or BRAID_FAULT_SEED when set (to explore).
 uint32_t caseSeed(uint32_t index);
 

@@ -1,0 +1,112 @@
+// What a communicator's init spends on its tuner: building the model grid (every collective,
+// algorithm, size, chunk and channel count the model costs), and one prediction by size.
+//
+// BM_TunerCreate/<nranks>: Tuner::create from a fresh model (no grid cached), one host.
+// BM_TunerShare/<nranks>: the same grid split between nranks ranks as a communicator splits it,
+//   each rank's share costed in turn here: slowest_ms is the slowest rank's share (what init
+//   waits for when every rank has a core), total_ms all of them (what a host's cores spend).
+// BM_Predict/<log2 bytes>: one all-reduce ring prediction of 4 ranks, 128 KiB chunks, 2 channels.
+//   braid_benchmarks --benchmark_filter='BM_TunerCreate|BM_Predict'
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "tuner/cost_model.h"
+#include "tuner/tuner.h"
+
+namespace braid {
+namespace {
+
+/// Constants a 2-vCPU VM calibrated (one with a 260 MiB L3); `salt` makes each model's grid key new.
+ModelConstants vmConstants(double salt) {
+  ModelConstants m;
+  Calibration& c = m.calibration;
+  c.stepUs = 0.03 + salt * 1e-9;
+  c.hopUs = 0.17;
+  c.crowdedHopUs = 2.7;
+  c.crowdedPostUs = 0.48;
+  c.copyCacheGBps = 38;
+  c.copyLlcGBps = 12.5;
+  c.copyDramGBps = 4.9;
+  c.reduceCacheGBps = 39;
+  c.reduceDramGBps = 5.7;
+  c.transferGBps = 10.8;
+  c.cacheMiB = 260;
+  c.crowdedSwitchFactor = 2.3;
+  c.cpus = 2;
+  m.host.cores = 2;
+  m.host.llcBytes = 260ull << 20;
+  return m;
+}
+
+CostModel oneHostModel(int nranks, double salt) {
+  std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
+  for (RankPlacement& p : placements) p.hostHash = 7;
+  return CostModel::create(vmConstants(salt), placements, {}, 4).value();
+}
+
+void BM_TunerCreate(benchmark::State& state) {
+  const int nranks = static_cast<int>(state.range(0));
+  TunerOptions options;
+  options.nranks = nranks;
+  options.maxChannels = 4;
+  options.slotBytes = 512 << 10;
+  options.nslots = 4;
+  double salt = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const CostModel model = oneHostModel(nranks, ++salt);
+    state.ResumeTiming();
+    Result<Tuner> tuner = Tuner::create(options, model, nullptr);
+    if (!tuner.ok()) state.SkipWithError(tuner.status().message().c_str());
+    benchmark::DoNotOptimize(tuner);
+  }
+}
+BENCHMARK(BM_TunerCreate)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMillisecond);
+
+void BM_TunerShare(benchmark::State& state) {
+  const int nranks = static_cast<int>(state.range(0));
+  TunerOptions options;
+  options.nranks = nranks;
+  options.maxChannels = 4;
+  options.slotBytes = 512 << 10;
+  options.nslots = 4;
+  double salt = 1e6;
+  double slowest = 0;
+  double total = 0;
+  for (auto _ : state) {
+    for (int r = 0; r < nranks; ++r) {
+      const CostModel model = oneHostModel(nranks, ++salt);  // each rank its own model and memo
+      GridShare share;
+      share.rank = r;
+      share.nranks = nranks;
+      share.allGather = [](uint8_t*, size_t) { return okStatus(); };
+      const auto start = std::chrono::steady_clock::now();
+      Result<Tuner> tuner = Tuner::create(options, model, nullptr, share);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (!tuner.ok()) state.SkipWithError(tuner.status().message().c_str());
+      slowest = std::max(slowest, ms);
+      total += ms;
+    }
+  }
+  state.counters["slowest_ms"] = slowest;
+  state.counters["total_ms"] = total / double(state.iterations());
+}
+BENCHMARK(BM_TunerShare)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMillisecond);
+
+void BM_Predict(benchmark::State& state) {
+  const CostModel model = oneHostModel(4, 0);
+  const uint64_t bytes = uint64_t{1} << state.range(0);
+  for (auto _ : state) {
+    Result<double> us = model.predict(Collective::kAllReduce, Algorithm::kRing, bytes, 128 << 10, 2);
+    benchmark::DoNotOptimize(us);
+  }
+}
+BENCHMARK(BM_Predict)->DenseRange(10, 32, 6)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace braid
