@@ -4,7 +4,6 @@
 #include <array>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <string>
 #include <unordered_map>
 
@@ -55,6 +54,79 @@ struct StepFifos {
   double bytesUs[3] = {0, 0, 0};  ///< per Part: the share of cpuUs that moves bytes
 };
 
+// Ranks by when their next task could start (ties: lower rank), one entry each: a binary heap
+// that moves a rank's entry when its time changes, where a heap of stale entries grew with every
+// refresh (half the simulation's time went to sifting them).
+class RankQueue {
+ public:
+  void reset(size_t n) {
+    heap_.clear();
+    pos_.assign(n, kAbsent);
+    at_.assign(n, kNever);
+  }
+  bool empty() const { return heap_.empty(); }
+  int top() const { return heap_.front(); }
+  double topAt() const { return at_[size_t(heap_.front())]; }
+
+  /// Puts rank r in the queue at `at`, or moves it there.
+  void set(int r, double at) {
+    at_[size_t(r)] = at;
+    if (pos_[size_t(r)] == kAbsent) {
+      pos_[size_t(r)] = heap_.size();
+      heap_.push_back(r);
+    }
+    siftDown(siftUp(pos_[size_t(r)]));
+  }
+  void remove(int r) {
+    const size_t i = pos_[size_t(r)];
+    if (i == kAbsent) return;
+    pos_[size_t(r)] = kAbsent;
+    const int last = heap_.back();
+    heap_.pop_back();
+    if (i == heap_.size()) return;
+    heap_[i] = last;
+    pos_[size_t(last)] = i;
+    siftDown(siftUp(i));
+  }
+
+ private:
+  static constexpr size_t kAbsent = ~size_t{0};
+
+  bool before(int a, int b) const {
+    const double ta = at_[size_t(a)], tb = at_[size_t(b)];
+    return ta != tb ? ta < tb : a < b;
+  }
+  void place(size_t i, int r) {
+    heap_[i] = r;
+    pos_[size_t(r)] = i;
+  }
+  size_t siftUp(size_t i) {
+    const int r = heap_[i];
+    while (i > 0 && before(r, heap_[(i - 1) / 2])) {
+      place(i, heap_[(i - 1) / 2]);
+      i = (i - 1) / 2;
+    }
+    place(i, r);
+    return i;
+  }
+  void siftDown(size_t i) {
+    const int r = heap_[i];
+    for (;;) {
+      size_t child = 2 * i + 1;
+      if (child >= heap_.size()) break;
+      if (child + 1 < heap_.size() && before(heap_[child + 1], heap_[child])) ++child;
+      if (!before(heap_[child], r)) break;
+      place(i, heap_[child]);
+      i = child;
+    }
+    place(i, r);
+  }
+
+  std::vector<int> heap_;
+  std::vector<size_t> pos_;  ///< per rank: its index in heap_, or kAbsent
+  std::vector<double> at_;   ///< per rank: its time in the queue
+};
+
 struct RankState {
   std::vector<size_t> next;  ///< per lane
   std::vector<uint8_t> sendDone;
@@ -64,7 +136,6 @@ struct RankState {
   size_t lanesLeft = 0;
   double freeAt = 0;
   bool dirty = true;
-  uint32_t version = 0;
   double readyAt = kNever;  ///< earliest task of this rank, valid when !dirty
   int readyLane = -1;
   Part readyPart = Part::kWhole;
@@ -119,8 +190,7 @@ class Simulation {
 
   Result<double> run() {
     RETURN_IF_ERROR(setUp());
-    // Ranks ordered by when their next task could start (ties: lower rank); an entry is stale
-    // once its rank was refreshed again.
+    queue_.reset(plans_.size());
     for (int r = 0; r < n(); ++r) touched_.push_back(r);
     double finish = 0;
     for (;;) {
@@ -128,20 +198,16 @@ class Simulation {
         RankState& rs = ranks_[r];
         if (rs.lanesLeft == 0) continue;
         refresh(r);
-        queue_.push({rs.readyAt, r, ++rs.version});
+        queue_.set(r, rs.readyAt);
       }
       touched_.clear();
-      while (!queue_.empty() && queue_.top().version != ranks_[queue_.top().rank].version) {
-        queue_.pop();
-      }
       if (queue_.empty()) break;
-      const Entry next = queue_.top();
-      if (next.at == kNever) return deadlock();
-      queue_.pop();
-      int r = next.rank;
+      if (queue_.topAt() == kNever) return deadlock();
+      int r = queue_.top();
+      queue_.remove(r);
       if (const int holder = coreHolder(r); holder >= 0) {
         touch(r);
-        ++ranks_[size_t(holder)].version;  // its queued entry is spent
+        queue_.remove(holder);  // its turn is taken now
         r = holder;
       }
       finish = std::max(finish, execute(r));
@@ -522,13 +588,6 @@ class Simulation {
     return internalError("simulatePlans: the plans deadlock:" + where);
   }
 
-  struct Entry {
-    double at;
-    int rank;
-    uint32_t version;
-    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : rank > o.rank; }
-  };
-
   void touch(int r) {
     if (ranks_[r].dirty) return;
     ranks_[r].dirty = true;
@@ -537,7 +596,7 @@ class Simulation {
 
   const std::vector<Plan>& plans_;
   const SimMachine& m_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_;
+  RankQueue queue_;
   std::vector<std::vector<double>> coreFree_;  ///< per crowded host: when each core frees
   std::vector<int> coreOf_;                    ///< per rank: its core on a crowded host, else -1
   std::vector<std::vector<int>> coreRank_;     ///< per crowded host and core: its last rank
