@@ -127,6 +127,17 @@ class RankQueue {
   std::vector<double> at_;   ///< per rank: its time in the queue
 };
 
+// A task a lane could run next, and when its FIFOs let it start.
+struct LaneTask {
+  double fifoReadyAt = kNever;
+  Part part = Part::kWhole;
+  size_t step = 0;
+};
+struct LaneTasks {
+  std::array<LaneTask, 3> tasks{};  ///< an early send, then the step or its halves
+  int count = 0;
+};
+
 struct RankState {
   std::vector<size_t> next;  ///< per lane
   std::vector<uint8_t> sendDone;
@@ -270,6 +281,8 @@ class Simulation {
     wireFree_.assign(static_cast<size_t>(std::max(0, m_.wires)), 0.0);
     ranks_.resize(plans_.size());
     stepFifos_.resize(plans_.size());
+    laneTasks_.resize(plans_.size());
+    laneDirty_.resize(plans_.size());
     for (int r = 0; r < n(); ++r) {
       const Plan& plan = plans_[r];
       RankState& rs = ranks_[r];
@@ -279,6 +292,8 @@ class Simulation {
       rs.ahead.assign(plan.lanes.size(), 0);
       rs.aheadStep.assign(plan.lanes.size(), -1);
       stepFifos_[r].resize(plan.lanes.size());
+      laneTasks_[r].resize(plan.lanes.size());
+      laneDirty_[r].assign(plan.lanes.size(), 1);
       for (size_t l = 0; l < plan.lanes.size(); ++l) {
         const Lane& lane = plan.lanes[l];
         std::vector<StepFifos>& fifos = stepFifos_[r][l];
@@ -302,9 +317,11 @@ class Simulation {
           }
           for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
             ASSIGN_OR_RETURN(fifos[s].recv[i], fifoOf(step.recvPeers[i], r, lane.channel));
+            noteLane(recvLaneOf_, fifos[s].recv[i], l);
           }
           for (int i = 0; shape.sends && i < step.nsend; ++i) {
             ASSIGN_OR_RETURN(fifos[s].send[i], fifoOf(r, step.sendPeers[i], lane.channel));
+            noteLane(sendLaneOf_, fifos[s].send[i], l);
           }
         }
         skipEmpty(r, l);
@@ -312,6 +329,8 @@ class Simulation {
         findEarlySend(r, l);
       }
     }
+    recvLaneOf_.resize(fifos_.size(), kNoLane);
+    sendLaneOf_.resize(fifos_.size(), kNoLane);
     return okStatus();
   }
 
@@ -427,12 +446,11 @@ class Simulation {
   }
 
   // Earliest time a part of step `at` of rank r's lane l (its current step, or an early send's)
-  // could start, ignoring cores.
-  double readyTime(int r, size_t l, Part part, size_t at) const {
-    const RankState& rs = ranks_[r];
+  // could start as far as its FIFOs go, ignoring the rank and cores.
+  double fifoReadyTime(int r, size_t l, Part part, size_t at) const {
     const StepFifos& f = stepFifos_[r][l][at];
     const StepShape& shape = f.shape;
-    double t = rs.freeAt;
+    double t = 0;
     const bool recvs = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
     const bool sends = part == Part::kSendHalf || (part == Part::kWhole && shape.sends);
     for (int i = 0; recvs && i < kMaxStepPeers && f.recv[i] >= 0; ++i) {
@@ -453,35 +471,54 @@ class Simulation {
     return t;
   }
 
+  // Rank r's earliest task: its lanes' tasks (those whose lane changed costed anew), each no
+  // earlier than the rank is free; the first in lane order, and within a lane in the order
+  // laneTasks lists them, wins a tie.
   void refresh(int r) {
     RankState& rs = ranks_[r];
     rs.readyAt = kNever;
     rs.readyLane = -1;
-    for (size_t l = 0; l < rs.next.size(); ++l) {
-      if (rs.next[l] >= plans_[r].lanes[l].steps.size()) continue;
-      const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
-      const StepShape& shape = stepFifos_[r][l][rs.next[l]].shape;
-      auto consider = [&](Part part, size_t at) {
-        const double t = readyTime(r, l, part, at);
+    std::vector<LaneTasks>& lanes = laneTasks_[r];
+    for (size_t l = 0; l < lanes.size(); ++l) {
+      if (laneDirty_[r][l]) {
+        laneTasks(r, l, lanes[l]);
+        laneDirty_[r][l] = 0;
+      }
+      for (int i = 0; i < lanes[l].count; ++i) {
+        const LaneTask& task = lanes[l].tasks[i];
+        const double t = std::max(rs.freeAt, task.fifoReadyAt);
         if (t < rs.readyAt) {
           rs.readyAt = t;
           rs.readyLane = static_cast<int>(l);
-          rs.readyPart = part;
-          rs.readyStep = at;
+          rs.readyPart = task.part;
+          rs.readyStep = task.step;
         }
-      };
-      if (rs.aheadStep[l] >= 0) {
-        const size_t at = static_cast<size_t>(rs.aheadStep[l]);
-        consider(stepFifos_[r][l][at].shape.independent ? Part::kSendHalf : Part::kWhole, at);
       }
-      if (!shape.independent) {
-        consider(Part::kWhole, rs.next[l]);
-        continue;
-      }
-      if (!rs.sendDone[l] && s.sendBytes > 0) consider(Part::kSendHalf, rs.next[l]);
-      if (!rs.recvDone[l] && s.bytes > 0) consider(Part::kRecvHalf, rs.next[l]);
     }
     rs.dirty = false;
+  }
+
+  // The tasks lane l of rank r could run next: an early send first, then its current step (or
+  // that step's halves), each with the time its FIFOs allow.
+  void laneTasks(int r, size_t l, LaneTasks& out) const {
+    const RankState& rs = ranks_[r];
+    out.count = 0;
+    if (rs.next[l] >= plans_[r].lanes[l].steps.size()) return;
+    const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
+    const StepShape& shape = stepFifos_[r][l][rs.next[l]].shape;
+    auto add = [&](Part part, size_t at) {
+      out.tasks[out.count++] = LaneTask{fifoReadyTime(r, l, part, at), part, at};
+    };
+    if (rs.aheadStep[l] >= 0) {
+      const size_t at = static_cast<size_t>(rs.aheadStep[l]);
+      add(stepFifos_[r][l][at].shape.independent ? Part::kSendHalf : Part::kWhole, at);
+    }
+    if (!shape.independent) {
+      add(Part::kWhole, rs.next[l]);
+      return;
+    }
+    if (!rs.sendDone[l] && s.sendBytes > 0) add(Part::kSendHalf, rs.next[l]);
+    if (!rs.recvDone[l] && s.bytes > 0) add(Part::kRecvHalf, rs.next[l]);
   }
 
   // Runs rank r's ready task; returns when it ends.
@@ -513,7 +550,7 @@ class Simulation {
     const double end = start + cpuUs;
     rs.freeAt = end;
     rs.dirty = false;
-    touch(r);
+    touchLane(r, int(l));
 
     const bool recvs = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
     const bool sends = part == Part::kSendHalf || (part == Part::kWhole && shape.sends);
@@ -532,14 +569,16 @@ class Simulation {
       q.arrival.push_back(arrive);
       q.ringUsed.push_back(q.ringUsed.back() + ringPayloadBytes(sentBytes));
       ++q.posted;
-      touch(q.receiver);
+      touchLane(q.receiver, recvLaneOf_[size_t(f.send[i])]);
+      touchLane(r, sendLaneOf_[size_t(f.send[i])]);  // lane l, unless lanes share the FIFO
     }
     for (int i = 0; recvs && i < kMaxStepPeers && f.recv[i] >= 0; ++i) {
       Fifo& q = fifos_[f.recv[i]];
       const PairLink* pl = link(r, q.sender);
       q.freed.push_back(end + hop + (pl ? pl->latencyUs : 0));
       ++q.released;
-      touch(q.sender);
+      touchLane(q.sender, sendLaneOf_[size_t(f.recv[i])]);
+      touchLane(r, recvLaneOf_[size_t(f.recv[i])]);
     }
 
     if (early) {
@@ -588,6 +627,23 @@ class Simulation {
     return internalError("simulatePlans: the plans deadlock:" + where);
   }
 
+  // Lane l of rank r changed (kSharedFifo: some lane sharing a FIFO, so every lane may have).
+  void touchLane(int r, int l) {
+    if (l >= 0) {
+      laneDirty_[r][size_t(l)] = 1;
+    } else {
+      std::fill(laneDirty_[r].begin(), laneDirty_[r].end(), 1);
+    }
+    touch(r);
+  }
+
+  // The lane of `rank` that uses FIFO `fifo` (one side of it), noted in `laneOf`.
+  void noteLane(std::vector<int32_t>& laneOf, int32_t fifo, size_t lane) {
+    if (laneOf.size() <= size_t(fifo)) laneOf.resize(size_t(fifo) + 1, kNoLane);
+    int32_t& at = laneOf[size_t(fifo)];
+    at = at == kNoLane || at == int32_t(lane) ? int32_t(lane) : kSharedFifo;
+  }
+
   void touch(int r) {
     if (ranks_[r].dirty) return;
     ranks_[r].dirty = true;
@@ -596,6 +652,9 @@ class Simulation {
 
   const std::vector<Plan>& plans_;
   const SimMachine& m_;
+  static constexpr int32_t kNoLane = -1;
+  static constexpr int32_t kSharedFifo = -2;
+
   RankQueue queue_;
   std::vector<std::vector<double>> coreFree_;  ///< per crowded host: when each core frees
   std::vector<int> coreOf_;                    ///< per rank: its core on a crowded host, else -1
@@ -604,6 +663,10 @@ class Simulation {
   std::vector<int> touched_;
   std::vector<RankState> ranks_;
   std::vector<std::vector<std::vector<StepFifos>>> stepFifos_;
+  std::vector<std::vector<LaneTasks>> laneTasks_;  ///< per rank and lane, valid unless dirty
+  std::vector<std::vector<uint8_t>> laneDirty_;    ///< per rank and lane: changed since costed
+  std::vector<int32_t> recvLaneOf_;                ///< per FIFO: its receiver's lane using it
+  std::vector<int32_t> sendLaneOf_;                ///< per FIFO: its sender's lane using it
   std::vector<Fifo> fifos_;
   std::unordered_map<uint64_t, int32_t> fifoIndex_;
   std::vector<double> wireFree_;
