@@ -47,13 +47,19 @@ CostModel oneHostModel(int nranks, double salt) {
   return CostModel::create(vmConstants(salt), placements, {}, 4).value();
 }
 
-void BM_TunerCreate(benchmark::State& state) {
-  const int nranks = static_cast<int>(state.range(0));
+/// A communicator's limits by default: 4 channels, 4 slots of 512 KiB.
+TunerOptions defaultOptions(int nranks) {
   TunerOptions options;
   options.nranks = nranks;
   options.maxChannels = 4;
   options.slotBytes = 512 << 10;
   options.nslots = 4;
+  return options;
+}
+
+void BM_TunerCreate(benchmark::State& state) {
+  const int nranks = static_cast<int>(state.range(0));
+  const TunerOptions options = defaultOptions(nranks);
   double salt = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -68,11 +74,7 @@ BENCHMARK(BM_TunerCreate)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchm
 
 void BM_TunerShare(benchmark::State& state) {
   const int nranks = static_cast<int>(state.range(0));
-  TunerOptions options;
-  options.nranks = nranks;
-  options.maxChannels = 4;
-  options.slotBytes = 512 << 10;
-  options.nslots = 4;
+  const TunerOptions options = defaultOptions(nranks);
   double salt = 1e6;
   double slowest = 0;
   double total = 0;
