@@ -55,8 +55,8 @@ struct StepFifos {
 };
 
 // Ranks by when their next task could start (ties: lower rank), one entry each: a binary heap
-// that moves a rank's entry when its time changes, where a heap of stale entries grew with every
-// refresh (half the simulation's time went to sifting them).
+// that moves a rank's entry when its time changes (one that kept stale entries would grow with
+// every refresh, and sifting them cost half the simulation's time).
 class RankQueue {
  public:
   void reset(size_t n) {
