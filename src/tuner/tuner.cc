@@ -188,19 +188,17 @@ Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
     if (auto it = cache.grids.find(key); it != cache.grids.end()) cached = it->second;
   }
   const int nranks = std::max(1, share.nranks);
-  if (cached && nranks == 1) {
-    grid_ = cached;
-    return okStatus();
-  }
-  // A rank whose process holds the grid still hands its share to the others.
-  auto grid = cached ? std::make_shared<Grid>(*cached) : std::make_shared<Grid>();
-  if (!cached) costCells(model, share.rank, nranks, *grid);
-  if (nranks > 1) {
-    RETURN_IF_ERROR(gatherCells(share, *grid).withContext("sharing the tuner's grid"));
-  }
   if (cached) {
     grid_ = cached;
-    return okStatus();
+    if (nranks == 1) return okStatus();
+    // The other ranks still wait for this one's share; what comes back is this grid again.
+    auto scratch = std::make_unique<Grid>(*cached);
+    return gatherCells(share, *scratch).withContext("sharing the tuner's grid");
+  }
+  auto grid = std::make_shared<Grid>();
+  costCells(model, share.rank, nranks, *grid);
+  if (nranks > 1) {
+    RETURN_IF_ERROR(gatherCells(share, *grid).withContext("sharing the tuner's grid"));
   }
   std::lock_guard<std::mutex> lock(cache.mutex);
   // Bound the cache: a process rarely has more than a few distinct communicator shapes.
