@@ -184,6 +184,14 @@ BRAID_API braidResult_t braidCommInitAllConfig(braidComm_t* comms, int ndev, con
                                                const braidConfig_t* config);
 /** Size in bytes of one element of datatype, or 0 for an unknown datatype. */
 BRAID_API size_t braidDataTypeSize(braidDataType_t datatype);
+/** Allocates size bytes of host memory that ranks on this host can read from one another's
+ *  processes (like ncclMemAlloc). A collective whose sendbuff lies in such memory hands it to the
+ *  peers on this host to read in place, rather than copying it through shared-memory FIFOs: each
+ *  byte is copied once instead of twice. Page-aligned and zero-filled; any host buffer still works
+ *  everywhere, this one is only faster. Free with braidMemFree. */
+BRAID_API braidResult_t braidMemAlloc(void** ptr, size_t size);
+/** Frees memory from braidMemAlloc (NULL: nothing). Not while a call that uses it is in flight. */
+BRAID_API braidResult_t braidMemFree(void* ptr);
 
 #ifdef __cplusplus
 }

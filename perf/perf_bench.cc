@@ -51,25 +51,38 @@ Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
                     (detail != nullptr && *detail != '\0' ? ": " + std::string(detail) : ""));
 }
 
-/// Page-aligned, pre-touched host memory (first-touch faults stay out of the timings).
+/// Page-aligned, pre-touched host memory (first-touch faults stay out of the timings); with
+/// `shared` (-R 1) from braidMemAlloc, which peers on the host read in place.
 class HostBuffer {
  public:
-  HostBuffer() = default;
-  static Result<HostBuffer> allocate(size_t bytes) {
+  HostBuffer() : data_(nullptr, Free{false}) {}
+  static Result<HostBuffer> allocate(size_t bytes, bool shared) {
     constexpr size_t kAlign = 4096;
-    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-    if (p == nullptr) return systemError("cannot allocate " + std::to_string(bytes) + " bytes");
-    std::memset(p, 0, rounded == 0 ? kAlign : rounded);
-    return HostBuffer(static_cast<unsigned char*>(p));
+    const size_t rounded = std::max((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
+    void* p = nullptr;
+    if (shared) {
+      RETURN_IF_ERROR(apiStatus(braidMemAlloc(&p, rounded), "braidMemAlloc", nullptr));
+    } else {
+      p = std::aligned_alloc(kAlign, rounded);
+      if (p == nullptr) return systemError("cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    std::memset(p, 0, rounded);
+    return HostBuffer(static_cast<unsigned char*>(p), shared);
   }
   unsigned char* data() const { return data_.get(); }
 
  private:
   struct Free {
-    void operator()(unsigned char* p) const { std::free(p); }
+    bool shared;
+    void operator()(unsigned char* p) const {
+      if (shared) {
+        braidMemFree(p);
+      } else {
+        std::free(p);
+      }
+    }
   };
-  explicit HostBuffer(unsigned char* p) : data_(p) {}
+  HostBuffer(unsigned char* p, bool shared) : data_(p, Free{shared}) {}
   std::unique_ptr<unsigned char, Free> data_;
 };
 
@@ -133,8 +146,8 @@ class RankBench {
     RETURN_IF_ERROR(createComms());
     RETURN_IF_ERROR(printPreamble());
     const uint64_t bytes = opt_.maxBytes + 2 * kGuardBytes;
-    ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::allocate(bytes));
-    ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::allocate(bytes));
+    ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::allocate(bytes, opt_.sharedBuffers));
+    ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::allocate(bytes, opt_.sharedBuffers));
     sendBuf_ = std::move(send);
     recvBuf_ = std::move(recv);
     bufferBytes_ = bytes;

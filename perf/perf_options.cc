@@ -153,7 +153,13 @@ const std::vector<OptionSpec>& optionTable() {
        }},
       {'G', "cudagraph", true, acceptedOption(0, 0)},
       {'C', "report_cputime", true, acceptedOption(0, 1)},
-      {'R', "local_register", true, acceptedOption(0, 2)},
+      {'R', "local_register", true,
+       [](PerfOptions& o, std::string_view v) -> Status {
+         // nccl-tests' 1 (local) and 2 (user buffer) registration both mean shared buffers here.
+         ASSIGN_OR_RETURN(int64_t n, parseInt(v, 0, 2));
+         o.sharedBuffers = n != 0;
+         return okStatus();
+       }},
       {'a', "average", true,
        [](PerfOptions& o, std::string_view v) -> Status {
          ASSIGN_OR_RETURN(int64_t n, parseInt(v, 0, 3));
@@ -422,6 +428,9 @@ std::string perfUsage(std::string_view program) {
          "                                collectives already there are kept); each variant\n"
          "                                keeps its fastest of the cycles (-N), measured as\n"
          "                                with --algo all but for at most 50 ms\n"
+         "  -R,--local_register <0/1/2>   1 or 2: host buffers from braidMemAlloc, which ranks on\n"
+         "                                this host read from one another in place (one copy\n"
+         "                                per byte instead of two; default 0)\n"
          "  --device                      buffers in CUDA device memory of each process's\n"
          "                                current GPU (checked on the host after each run)\n"
          "  --help-env                    list the BRAID_ environment variables\n"

@@ -72,6 +72,7 @@ struct PerfOptions {
   std::string jsonFile;        ///< --json
   std::string tuneFile;        ///< --tune: measure every algorithm variant, write the table here
   bool device = false;         ///< --device: buffers in CUDA device memory (the current GPU)
+  bool sharedBuffers = false;  ///< -R 1: host buffers from braidMemAlloc
   BindPolicy bind = BindPolicy::kAuto;  ///< --bind
   bool help = false;
   bool helpEnv = false;

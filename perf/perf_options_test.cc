@@ -122,6 +122,11 @@ TEST(PerfOptions, ExtensionsAndHelp) {
   EXPECT_TRUE(parseOk({"--help-env"}).helpEnv);
   EXPECT_EQ(parseOk({"--algo=ring"}).algo, "ring");
   EXPECT_EQ(parseOk({"-r", "-1"}).root, -1);
+  EXPECT_FALSE(parseOk({}).sharedBuffers);
+  EXPECT_FALSE(parseOk({"-R", "0"}).sharedBuffers);
+  EXPECT_TRUE(parseOk({"-R", "1"}).sharedBuffers);
+  EXPECT_TRUE(parseOk({"--local_register=2"}).sharedBuffers);
+  EXPECT_FALSE(parsePerfOptions({"-R", "3"}).ok());
 }
 
 TEST(PerfOptions, Errors) {

@@ -21,6 +21,7 @@
 #include "core/group.h"
 #include "core/launcher.h"
 #include "core/validate.h"
+#include "transport/shm/shared_buffers.h"
 
 namespace braid {
 namespace {
@@ -303,6 +304,17 @@ braidResult_t braidGetVersion(int* version) {
   *version = BRAID_VERSION_CODE;
   return braidSuccess;
 }
+
+braidResult_t braidMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return finish(invalidArgument("braidMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  Result<void*> memory = allocateSharedBuffer(size);
+  if (!memory.ok()) return finish(memory.status());
+  *ptr = memory.value();
+  return braidSuccess;
+}
+
+braidResult_t braidMemFree(void* ptr) { return finish(freeSharedBuffer(ptr)); }
 
 const char* braidGetErrorString(braidResult_t result) {
   switch (result) {

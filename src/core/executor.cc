@@ -4,11 +4,21 @@
 #include <sstream>
 
 #include "core/dtype.h"
+#include "transport/shm/shared_buffers.h"
 
 namespace braid {
 namespace {
 
 constexpr int kMaxOperands = kMaxStepPeers + 2;
+
+// Smaller payloads are copied even where they could be lent: the copy into a line's own area or a
+// cached ring costs little, and lending makes the sender wait at the end of the call until the
+// receiver has read them.
+constexpr uint32_t kMinLentBytes = 32 * 1024;
+
+bool overlap(const char* a, uint64_t aBytes, const char* b, uint64_t bBytes) {
+  return a < b + bBytes && b < a + aBytes;
+}
 
 // Copies `value` to each of `dsts`, two at a time (one pass over the value per pair).
 void copyToAll(char* const* dsts, int n, const char* value, size_t bytes) {
@@ -69,7 +79,10 @@ PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& 
       // Every rank of the plan shares this cache when they share the host (an overestimate
       // across hosts, where outputs that large stream anyway).
       streamOutput_(mayStream && kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
-                                           static_cast<uint64_t>(plan.nranks))) {
+                                           static_cast<uint64_t>(plan.nranks))),
+      lendable_(call.coll != static_cast<uint8_t>(Collective::kSend) && buffers.input != nullptr &&
+                plan.inputBytes >= kMinLentBytes &&
+                !overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)) {
   if (moreLanes_.empty()) std::uninitialized_value_construct_n(lanes_, plan.lanes.size());
   for (const Lane& lane : plan.lanes) lanesLeft_ += lane.steps.empty() ? 0 : 1;
 }
@@ -92,6 +105,55 @@ char* PlanRun::out(BufferRef ref) const {
     case BufferId::kNone: break;
   }
   return nullptr;
+}
+
+std::optional<LentSpan> PlanRun::lendable(const SendConnector& send, BufferRef src,
+                                           uint32_t bytes) {
+  if (!lendable_ || src.buffer != BufferId::kInput || bytes < kMinLentBytes) return std::nullopt;
+  LentSpan span;
+  switch (send.lending()) {
+    case Lending::kNone: return std::nullopt;
+    case Lending::kSameProcess:
+      span.offset = reinterpret_cast<uintptr_t>(buffers_.input + src.offset);
+      return span;
+    case Lending::kSharedBuffers:
+      if (inputShared_ == InputShared::kUnknown) {
+        std::optional<LentSpan> found = findSharedBuffer(buffers_.input, plan_.inputBytes);
+        inputShared_ = found ? InputShared::kYes : InputShared::kNo;
+        if (found) inputSpan_ = *found;
+      }
+      if (inputShared_ == InputShared::kNo) return std::nullopt;
+      span = inputSpan_;
+      span.offset += src.offset;
+      return span;
+  }
+  return std::nullopt;
+}
+
+void PlanRun::lend(SendConnector* send, int peer, uint32_t bytes, const LentSpan& span) {
+  send->lend(bytes, call_, span);
+  for (const LentTo& l : lentTo_) {
+    if (l.send == send) return;
+  }
+  lentTo_.push_back(LentTo{peer, send});
+}
+
+bool PlanRun::lentReturned() const {
+  for (const LentTo& l : lentTo_) {
+    if (!l.send->lentReturned()) return false;
+  }
+  return true;
+}
+
+Result<const char*> PlanRun::received(const RecvConnector& recv, int peer) const {
+  const char* data = recv.slotData();
+  if (data == nullptr) {
+    return systemError("rank " + std::to_string(peer) + " lent rank " +
+                       std::to_string(plan_.rank) +
+                       " data it cannot read in " + describeCall(call_) +
+                       " (BRAID_DEBUG=WARN says why)");
+  }
+  return data;
 }
 
 Status PlanRun::checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const {
@@ -128,18 +190,23 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
     }
   }
   SendConnector* sends[kMaxStepPeers] = {};
+  std::optional<LentSpan> lent[kMaxStepPeers];
+  // Only what the step sends unchanged from its source can be lent.
+  const bool mayLend = (step.op == StepOp::kSend || step.op == StepOp::kCopySend) &&
+                       (step.flags & kStepFinalize) == 0;
   char* outputs[kMaxStepPeers + 1];
   int noutputs = 0;
   if (shape.writesDst) outputs[noutputs++] = out(step.dst);
   if (shape.sends) {
     for (int i = 0; i < step.nsend; ++i) {
       ASSIGN_OR_RETURN(sends[i], connectors_->send(step.sendPeers[i], channel));
-      char* slot = sends[i]->trySlot(step.bytes, plan_.sendWindow);
-      if (slot == nullptr) {
+      if (mayLend) lent[i] = lendable(*sends[i], step.src, step.bytes);
+      char* slot = lent[i] ? nullptr : sends[i]->trySlot(step.bytes, plan_.sendWindow);
+      if (lent[i] ? !sends[i]->lineFree() : slot == nullptr) {
         state.blockedOn = sends[i]->peerWaker();
         return StepResult::kBlocked;
       }
-      outputs[noutputs++] = slot;
+      if (slot != nullptr) outputs[noutputs++] = slot;
     }
   }
   // Local operands first: in place, dst is src, and it must be read before it is overwritten.
@@ -147,7 +214,10 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   int noperands = 0;
   if (shape.readsSrc) operands[noperands++] = in(step.src);
   if (shape.readsSrc2) operands[noperands++] = in(step.src2);
-  for (int i = 0; shape.recvs && i < step.nrecv; ++i) operands[noperands++] = recvs[i]->slotData();
+  for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
+    ASSIGN_OR_RETURN(const char* data, received(*recvs[i], step.recvPeers[i]));
+    operands[noperands++] = data;
+  }
 
   const size_t count = step.bytes / plan_.elemSize;
   const bool finalize = (step.flags & kStepFinalize) != 0;
@@ -182,7 +252,13 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
     for (int i = 0; i < noutputs; ++i) kernels::copy(outputs[i], operands[0], step.bytes);
   }
 
-  for (int i = 0; shape.sends && i < step.nsend; ++i) sends[i]->post(step.bytes, call_);
+  for (int i = 0; shape.sends && i < step.nsend; ++i) {
+    if (lent[i]) {
+      lend(sends[i], step.sendPeers[i], step.bytes, *lent[i]);
+    } else {
+      sends[i]->post(step.bytes, call_);
+    }
+  }
   for (int i = 0; shape.recvs && i < step.nrecv; ++i) recvs[i]->release();
   return StepResult::kDone;
 }
@@ -198,7 +274,16 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
       state.sendDone = true;
     } else {
       ASSIGN_OR_RETURN(SendConnector * send, connectors_->send(step.sendPeers[0], channel));
-      if (char* slot = send->trySlot(step.sendBytes, plan_.sendWindow)) {
+      const std::optional<LentSpan> lent =
+          check ? std::nullopt : lendable(*send, step.src, step.sendBytes);
+      if (lent) {
+        if (send->lineFree()) {
+          lend(send, step.sendPeers[0], step.sendBytes, *lent);
+          state.sendDone = moved = true;
+        } else {
+          state.blockedOn = send->peerWaker();
+        }
+      } else if (char* slot = send->trySlot(step.sendBytes, plan_.sendWindow)) {
         if (step.sendBytes > 0) kernels::copy(slot, in(step.src), step.sendBytes);
         send->post(step.sendBytes, call_);
         state.sendDone = moved = true;
@@ -218,20 +303,24 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
       if (const SlotHeader* header = recv->tryPeek()) {
         RETURN_IF_ERROR(checkSlot(*header, step.recvPeers[0], step.bytes));
         const size_t count = step.bytes / plan_.elemSize;
+        const char* data = nullptr;
+        if (!check) {
+          ASSIGN_OR_RETURN(data, received(*recv, step.recvPeers[0]));
+        }
         if (check) {
           // nothing to copy
         } else if (shape.reduces) {
           if (step.flags & kStepFinalize) {
-            reducer_.reduceFinal(out(step.dst), recv->slotData(), in(step.src2), count);
+            reducer_.reduceFinal(out(step.dst), data, in(step.src2), count);
           } else {
-            reducer_.reduce(out(step.dst), recv->slotData(), in(step.src2), count);
+            reducer_.reduce(out(step.dst), data, in(step.src2), count);
           }
         } else if (step.flags & kStepFinalize) {
-          reducer_.finalize(out(step.dst), recv->slotData(), count);
+          reducer_.finalize(out(step.dst), data, count);
         } else if (streamOutput_ && step.dst.buffer == BufferId::kOutput) {
-          kernels::copyStreaming(out(step.dst), recv->slotData(), step.bytes);
+          kernels::copyStreaming(out(step.dst), data, step.bytes);
         } else {
-          kernels::copy(out(step.dst), recv->slotData(), step.bytes);
+          kernels::copy(out(step.dst), data, step.bytes);
         }
         recv->release();
         state.recvDone = moved = true;
@@ -363,14 +452,22 @@ Result<bool> PlanRun::sendAhead(const Lane& lane, LaneState& state) {
       if (bytes == 0 || readsPending(in(s.src), bytes)) break;
       SendConnector* sends[kMaxStepPeers] = {};
       char* slots[kMaxStepPeers] = {};
+      std::optional<LentSpan> lent[kMaxStepPeers];
       for (int i = 0; i < nsend; ++i) {
         ASSIGN_OR_RETURN(sends[i], connectors_->send(s.sendPeers[i], lane.channel));
-        slots[i] = sends[i]->trySlot(bytes, plan_.sendWindow);
-        if (slots[i] == nullptr) return moved;
+        lent[i] = lendable(*sends[i], s.src, bytes);
+        if (lent[i] ? !sends[i]->lineFree()
+                    : (slots[i] = sends[i]->trySlot(bytes, plan_.sendWindow)) == nullptr) {
+          return moved;
+        }
       }
       for (int i = 0; i < nsend; ++i) {
-        kernels::copy(slots[i], in(s.src), bytes);
-        sends[i]->post(bytes, call_);
+        if (lent[i]) {
+          lend(sends[i], s.sendPeers[i], bytes, *lent[i]);
+        } else {
+          kernels::copy(slots[i], in(s.src), bytes);
+          sends[i]->post(bytes, call_);
+        }
       }
       moved = true;
     } else if (s.bytes == 0) {
@@ -440,6 +537,9 @@ Status PlanRun::findMismatch(const std::vector<int>& peers) {
 }
 
 void PlanRun::waitingOn(std::vector<int>& peers) const {
+  for (const LentTo& l : lentTo_) {
+    if (!l.send->lentReturned()) peers.push_back(l.peer);
+  }
   for (size_t l = 0; l < plan_.lanes.size(); ++l) {
     const Lane& lane = plan_.lanes[l];
     const LaneState& state = lanes_[l];
@@ -463,6 +563,11 @@ std::string PlanRun::position() const {
     if (s.nrecv) os << " waiting on rank " << s.recvPeers[0];
     if (s.nsend) os << (s.nrecv ? "," : "") << " sending to rank " << s.sendPeers[0];
     os << ")";
+  }
+  for (const LentTo& l : lentTo_) {
+    if (!l.send->lentReturned()) {
+      os << (os.tellp() > 0 ? "; " : "") << "rank " << l.peer << " still reading what was lent it";
+    }
   }
   return os.str();
 }

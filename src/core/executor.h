@@ -19,6 +19,7 @@
 // waiting run also looks at the slots its peers did post (findMismatch).
 #pragma once
 
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -54,7 +55,9 @@ class PlanRun {
 
   /// Advances what can advance now. Returns whether anything moved.
   Result<bool> progress();
-  bool done() const { return lanesLeft_ == 0; }
+  /// Every step ran, and peers have read what this rank lent them (its input must not change
+  /// before, nor the call return).
+  bool done() const { return lanesLeft_ == 0 && lentReturned(); }
   const CallDescriptor& call() const { return call_; }
   /// Where the run stands, for timeout reports ("lane 0 step 3/12 (recvReduceSend from 2)").
   std::string position() const;
@@ -83,12 +86,22 @@ class PlanRun {
     const Waker* blockedOn = nullptr;  // the peer the current step last waited for
   };
 
+  /// Where `bytes` of `src` can be lent to the receiver of `send` rather than copied into its
+  /// FIFO (see lendable_), or nothing.
+  std::optional<LentSpan> lendable(const SendConnector& send, BufferRef src, uint32_t bytes);
+  /// Lends them (after send->lineFree()) and remembers to wait for their return.
+  void lend(SendConnector* send, int peer, uint32_t bytes, const LentSpan& span);
+  /// Whether every peer this run lent to has released what it lent.
+  bool lentReturned() const;
+
   Result<StepResult> tryDependent(const Step& step, int channel, LaneState& state);
   Result<StepResult> tryIndependent(const Step& step, int channel, LaneState& state);
   /// Posts the sends of the steps after a blocked one while they read nothing a step still to
   /// come writes, so that a rank hands its peers several chunks before it waits.
   Result<bool> sendAhead(const Lane& lane, LaneState& state);
   Status checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const;
+  /// The payload of the slot `recv` holds from `peer`; an error for a lent one it cannot read.
+  Result<const char*> received(const RecvConnector& recv, int peer) const;
   /// The receiving half of a check step from the ledger's predecessor: drains its check FIFO;
   /// a collective's is done once the ledger is within its lag, a receive's once its slot is taken.
   Result<bool> takeCheckViaLedger(const Step& step, int channel, LaneState& state);
@@ -115,6 +128,17 @@ class PlanRun {
   LaneState* lanes_;
   /// Write Output with non-temporal stores: allowed by the caller and larger than the cache.
   bool streamOutput_ = false;
+  /// Sends from Input may be lent: a collective (a lone send must not wait for its receiver)
+  /// whose Input no step writes (out of place).
+  bool lendable_ = false;
+  /// Input's span in a shared buffer: unknown until a send could use it, then found or not.
+  enum class InputShared : uint8_t { kUnknown, kNo, kYes } inputShared_ = InputShared::kUnknown;
+  LentSpan inputSpan_;
+  struct LentTo {
+    int peer;
+    SendConnector* send;
+  };
+  std::vector<LentTo> lentTo_;  ///< the FIFOs this run lent on
   size_t lanesLeft_ = 0;
 };
 

@@ -74,7 +74,34 @@ constexpr uint32_t kInlineBytes = sizeof(SlotLine::inlineData);
 constexpr uint32_t kSmallBytes = 4096;
 
 /// Where a SlotLine's payload is (SlotLine::place).
-enum class PayloadPlace : uint32_t { kInline = 0, kSmall = 1, kData = 2 };
+enum class PayloadPlace : uint32_t { kInline = 0, kSmall = 1, kData = 2, kLent = 3 };
+
+/// A payload the sender lends instead of copying (the line's inline data): the receiver reads it
+/// where it lies, in the sender's memory, and the sender leaves it unchanged until the slot is
+/// released. One copy per byte instead of two.
+struct LentSpan {
+  uint64_t buffer = 0;  ///< the sender's shared buffer (shared_buffers.h); 0: `offset` is an address
+                        ///< in the receiver's own process
+  uint64_t offset = 0;  ///< where the payload starts in that buffer
+  int32_t fd = -1;      ///< the sender's descriptor of the buffer
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(LentSpan) == sizeof(SlotLine::inlineData));
+
+/// Whom a SendConnector may lend payloads to instead of copying them.
+enum class Lending : uint8_t {
+  kNone,           ///< copy everything
+  kSameProcess,    ///< the receiver shares this address space: any memory
+  kSharedBuffers,  ///< the receiver can map this process's shared buffers (braidMemAlloc)
+};
+
+/// Turns the spans a peer lends into addresses this process can read.
+class LentReader {
+ public:
+  virtual ~LentReader() = default;
+  /// Where `bytes` of `span` can be read, or nullptr when they cannot (the reason logged).
+  virtual const char* address(const LentSpan& span, uint64_t bytes) = 0;
+};
 
 /// A doorbell of a party that may sleep (one per rank, in its shared-memory segment).
 struct alignas(kCacheLine) Waker {
@@ -155,6 +182,9 @@ class SendConnector {
 
   bool valid() const { return fifo_.control != nullptr; }
   uint32_t slotBytes() const { return fifo_.slotBytes; }
+  /// Whom this FIFO's receiver lets lend it payloads (a FIFO with lines only).
+  Lending lending() const { return fifo_.lines != nullptr ? lending_ : Lending::kNone; }
+  void setLending(Lending lending) { lending_ = lending; }
   /// The Waker of the party that frees this FIFO's slots (the receiver, or a proxy).
   const Waker* peerWaker() const { return receiverWaker_; }
 
@@ -224,10 +254,37 @@ class SendConnector {
     fifo_.control->head.store(posted_, std::memory_order_release);
     wakeIfSleeping(receiverWaker_);
   }
+  /// Whether a line is free for lend() (all lines in flight: not yet).
+  bool lineFree() {
+    if (posted_ < freeLimit_) return true;
+    freeLimit_ = fifo_.control->tail.load(std::memory_order_acquire) + fifo_.depth();
+    return posted_ < freeLimit_;
+  }
+  /// Posts `bytes` that stay at `span` until the receiver releases the slot. Only after
+  /// lineFree(), and where lending() allows it.
+  void lend(uint32_t bytes, const CallDescriptor& call, const LentSpan& span) {
+    SlotLine& line = fifo_.lines[posted_ % fifo_.depth()];
+    ++posted_;
+    lentUntil_ = posted_;
+    std::memcpy(line.inlineData, &span, sizeof(span));
+    line.header.bytes = bytes;
+    line.header.call = call;
+    line.place = static_cast<uint32_t>(PayloadPlace::kLent);
+    std::atomic_ref<uint32_t>(line.seq).store(static_cast<uint32_t>(posted_),
+                                              std::memory_order_release);
+    fifo_.control->head.store(posted_, std::memory_order_release);
+    wakeIfSleeping(receiverWaker_);
+  }
+  /// Whether the receiver has released every slot this end lent.
+  bool lentReturned() const {
+    return fifo_.control->tail.load(std::memory_order_acquire) >= lentUntil_;
+  }
 
  private:
   FifoView fifo_;
   Waker* receiverWaker_ = nullptr;
+  Lending lending_ = Lending::kNone;
+  uint64_t lentUntil_ = 0;  ///< slots posted when this end last lent
   uint64_t posted_ = 0;
   uint64_t freeLimit_ = 0;
   uint64_t dataPosted_ = 0;  ///< data-area bytes taken (FIFOs with lines)
@@ -240,8 +297,9 @@ class SendConnector {
 class RecvConnector {
  public:
   RecvConnector() = default;
-  RecvConnector(FifoView fifo, Waker* senderWaker)
-      : fifo_(fifo), senderWaker_(senderWaker),
+  /// `lent`: resolves the payloads the sender lends (none lent without it).
+  RecvConnector(FifoView fifo, Waker* senderWaker, LentReader* lent = nullptr)
+      : fifo_(fifo), senderWaker_(senderWaker), lent_(lent),
         consumed_(fifo.control->tail.load(std::memory_order_relaxed)),
         dataConsumed_(fifo.control->dataTail.load(std::memory_order_relaxed)) {}
 
@@ -269,7 +327,7 @@ class RecvConnector {
     }
     return &fifo_.headers[index];
   }
-  /// The payload of the slot tryPeek() returned.
+  /// The payload of the slot tryPeek() returned; nullptr for a lent one this process cannot read.
   const char* slotData() const {
     if (fifo_.lines == nullptr) return fifo_.data + (consumed_ % fifo_.nslots) * fifo_.slotBytes;
     const uint64_t index = consumed_ % fifo_.depth();
@@ -277,6 +335,7 @@ class RecvConnector {
       case PayloadPlace::kInline: return fifo_.lines[index].inlineData;
       case PayloadPlace::kSmall: return fifo_.small + index * kSmallBytes;
       case PayloadPlace::kData: break;
+      case PayloadPlace::kLent: return lentData(fifo_.lines[index]);
     }
     return fifo_.data + fifo_.lines[index].header.reserved;
   }
@@ -297,8 +356,16 @@ class RecvConnector {
   }
 
  private:
+  const char* lentData(const SlotLine& line) const {
+    if (lent_ == nullptr) return nullptr;
+    LentSpan span;
+    std::memcpy(&span, line.inlineData, sizeof(span));
+    return lent_->address(span, line.header.bytes);
+  }
+
   FifoView fifo_;
   Waker* senderWaker_ = nullptr;
+  LentReader* lent_ = nullptr;
   uint64_t consumed_ = 0;
   uint64_t available_ = 0;
   uint64_t dataConsumed_ = 0;  ///< data-area bytes freed (FIFOs with lines)

@@ -267,6 +267,74 @@ TEST_P(FifoTest, StreamBetweenThreadsKeepsEveryByte) {
   EXPECT_EQ(bad, 0u);
 }
 
+// A lent payload takes a line and no data: the receiver reads it where the sender keeps it, and
+// the sender learns it may change it again only once the receiver has released the slot.
+TEST_P(DeepLinesFifoTest, LentPayloadsAreReadInPlaceAndReturnedOnRelease) {
+  std::vector<char> lender(3 * kSlotBytes);
+  for (size_t i = 0; i < lender.size(); ++i) lender[i] = static_cast<char>(pattern(9, i));
+  SendConnector send(view_, &receiverWaker_);
+  send.setLending(Lending::kSameProcess);
+  struct SameProcess final : LentReader {
+    const char* address(const LentSpan& span, uint64_t) override {
+      return span.buffer == 0 ? reinterpret_cast<const char*>(span.offset) : nullptr;
+    }
+  } reader;
+  RecvConnector recv(view_, &senderWaker_, &reader);
+  EXPECT_EQ(send.lending(), Lending::kSameProcess);
+  EXPECT_TRUE(send.lentReturned());
+
+  // More than the data ring holds, lent in one go: lines are all they take.
+  const uint32_t bytes = static_cast<uint32_t>(lender.size());
+  for (uint32_t k = 0; k < 3; ++k) {
+    ASSERT_TRUE(send.lineFree());
+    LentSpan span;
+    span.offset = reinterpret_cast<uintptr_t>(lender.data()) + k;
+    send.lend(bytes - k, callNumber(k), span);
+  }
+  EXPECT_EQ(view_.control->dataHead.load(), 0u);
+  EXPECT_FALSE(send.lentReturned());
+  for (uint32_t k = 0; k < 3; ++k) {
+    const SlotHeader* h = recv.tryPeek();
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->bytes, bytes - k);
+    EXPECT_EQ(h->call, callNumber(k));
+    EXPECT_EQ(recv.slotData(), lender.data() + k);
+    EXPECT_FALSE(send.lentReturned());
+    recv.release();
+  }
+  EXPECT_TRUE(send.lentReturned());
+  EXPECT_EQ(view_.control->dataTail.load(), 0u);
+
+  // Copied payloads still follow, and the ring is untouched by what went before.
+  char* slot = send.trySlot(kSlotBytes);
+  ASSERT_NE(slot, nullptr);
+  std::memset(slot, 5, kSlotBytes);
+  send.post(kSlotBytes, callNumber(3));
+  ASSERT_NE(recv.tryPeek(), nullptr);
+  EXPECT_EQ(recv.slotData()[kSlotBytes - 1], 5);
+  recv.release();
+}
+
+TEST_P(DeepLinesFifoTest, ALentPayloadWithoutAReaderHasNoAddress) {
+  SendConnector send(view_, &receiverWaker_);
+  RecvConnector recv(view_, &senderWaker_);  // this receiver takes no loans
+  char data[64] = {};
+  LentSpan span;
+  span.offset = reinterpret_cast<uintptr_t>(data);
+  ASSERT_TRUE(send.lineFree());
+  send.lend(sizeof(data), callNumber(0), span);
+  ASSERT_NE(recv.tryPeek(), nullptr);
+  EXPECT_EQ(recv.slotData(), nullptr);
+}
+
+TEST_P(DeepLinesFifoTest, LendingNeedsAFifoWithLines) {
+  FifoView headersOnly = view_;
+  headersOnly.lines = nullptr;
+  SendConnector send(headersOnly, &receiverWaker_);
+  send.setLending(Lending::kSharedBuffers);
+  EXPECT_EQ(send.lending(), Lending::kNone);
+}
+
 INSTANTIATE_TEST_SUITE_P(Publication, DeepLinesFifoTest, ::testing::Values(Mode::kDeepLines));
 INSTANTIATE_TEST_SUITE_P(Publication, FifoTest,
                          ::testing::Values(Mode::kHeadCounter, Mode::kSlotLines, Mode::kDeepLines),

@@ -11,6 +11,7 @@
 #include "core/bootstrap.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "transport/shm/shared_buffers.h"
 
 namespace braid {
 
@@ -51,6 +52,7 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 struct SegmentName {
   char name[64];
+  int32_t probeFd;  ///< sharedBufferProbeFd(): whether peers may open this process's descriptors
 };
 
 }  // namespace
@@ -84,6 +86,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
 
   std::vector<SegmentName> names(ctx.nranks);
   std::snprintf(names[ctx.rank].name, sizeof(names[ctx.rank].name), "%s", myName.c_str());
+  names[ctx.rank].probeFd = sharedBufferProbeFd();
   RETURN_IF_ERROR(ctx.bootstrap->allGather(names.data(), sizeof(SegmentName)));
 
   const std::vector<PeerInfo>& peers = *ctx.peers;
@@ -127,12 +130,37 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   Waker& waker = t->header(ctx.rank)->waker;
   waker.hostRanks = static_cast<uint32_t>(hostRanks);
   waker.hostCpus = static_cast<uint32_t>(CPU_COUNT(&hostCpus));
-  // Everyone has mapped everything it needs: the names can go.
-  Status barrier = ctx.bootstrap->barrier();
+  // Which peers' shared buffers this rank can map; gathered (a barrier too: everyone has mapped
+  // everything it needs, so the names can go) since a sender lends only what its receiver reads.
+  std::vector<uint8_t> readable(size_t(ctx.nranks) * ctx.nranks, 0);
+  for (int r = 0; r < ctx.nranks; ++r) {
+    if (r == ctx.rank || t->inboxes_[r].data() == nullptr) continue;
+    readable[size_t(ctx.rank) * ctx.nranks + r] =
+        t->pids_[r] != 0 && canOpenPeerFd(t->pids_[r], names[r].probeFd);
+  }
+  Status gathered = ctx.bootstrap->allGather(readable.data(), ctx.nranks);
   t->inboxes_[ctx.rank].unlink();
-  RETURN_IF_ERROR(barrier);
+  RETURN_IF_ERROR(gathered);
   RETURN_IF_ERROR(openStatus);
+  t->setUpLending(readable);
   return t;
+}
+
+void ShmTransport::setUpLending(const std::vector<uint8_t>& readable) {
+  lending_.assign(nranks_, Lending::kNone);
+  readers_.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    if (!canConnect(r)) continue;
+    const bool sameProcess = pids_[r] == getpid();
+    if (sameProcess) {
+      lending_[r] = Lending::kSameProcess;
+    } else if (readable[size_t(r) * nranks_ + rank_] != 0) {
+      lending_[r] = Lending::kSharedBuffers;
+    }
+    if (sameProcess || readable[size_t(rank_) * nranks_ + r] != 0) {
+      readers_[r] = std::make_unique<PeerBufferReader>(pids_[r], sameProcess);
+    }
+  }
 }
 
 InboxHeader* ShmTransport::header(int rank) const {
@@ -172,7 +200,9 @@ Result<SendConnector> ShmTransport::sendConnector(int peer, int channel) {
                          std::to_string(channel));
   }
   RETURN_IF_ERROR(reserveFifo(peer, rank_, channel));
-  return SendConnector(fifo(peer, rank_, channel), &header(peer)->waker);
+  SendConnector connector(fifo(peer, rank_, channel), &header(peer)->waker);
+  connector.setLending(lending_[peer]);
+  return connector;
 }
 
 Result<RecvConnector> ShmTransport::recvConnector(int peer, int channel) {
@@ -181,7 +211,7 @@ Result<RecvConnector> ShmTransport::recvConnector(int peer, int channel) {
                          " channel " + std::to_string(channel));
   }
   RETURN_IF_ERROR(reserveFifo(rank_, peer, channel));
-  return RecvConnector(fifo(rank_, peer, channel), &header(peer)->waker);
+  return RecvConnector(fifo(rank_, peer, channel), &header(peer)->waker, readers_[peer].get());
 }
 
 Waker* ShmTransport::waker() const { return &header(rank_)->waker; }

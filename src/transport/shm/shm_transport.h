@@ -3,7 +3,9 @@
 // Every rank creates one segment, its inbox: a header holding its Waker and its own failure notice,
 // then one FIFO per (sending rank, channel). A sender writes its slots straight into the
 // receiver's inbox; the receiver reads them in place. All ranks of the host map every inbox at
-// init (pages are committed per FIFO on first use), then the names are unlinked.
+// init (pages are committed per FIFO on first use), then the names are unlinked. Large payloads
+// from a peer's shared buffers (or, between threads of one process, from anywhere) are lent
+// rather than copied (shared_buffers.h).
 #pragma once
 
 #include <memory>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/shm/shared_buffers.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
 
@@ -44,6 +47,8 @@ class ShmTransport final : public Transport {
   InboxHeader* header(int rank) const;
   FifoView fifo(int receiver, int sender, int channel) const;
   Status reserveFifo(int receiver, int sender, int channel);
+  /// readable[r * nranks + s]: rank r can map rank s's shared buffers.
+  void setUpLending(const std::vector<uint8_t>& readable);
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -54,6 +59,8 @@ class ShmTransport final : public Transport {
   std::vector<ShmSegment> inboxes_;  ///< by rank; unmapped (size 0) for peers not on this host
   std::vector<int> pids_;            ///< pid per rank when comparable, else 0
   std::vector<std::vector<bool>> reserved_;  ///< [peer][channel]: FIFO pages committed
+  std::vector<Lending> lending_;             ///< by peer: what this rank may lend it
+  std::vector<std::unique_ptr<PeerBufferReader>> readers_;  ///< by peer: what it lends this rank
 };
 
 }  // namespace braid
