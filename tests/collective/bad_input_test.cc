@@ -58,6 +58,23 @@ TEST_F(BadInputTest, NullCommunicator) {
   expectError(braidCommAbort(nullptr), braidInvalidArgument, nullptr, "comm is NULL");
 }
 
+TEST_F(BadInputTest, SharedMemoryAllocation) {
+  expectError(braidMemAlloc(nullptr, 64), braidInvalidArgument, nullptr, "ptr is NULL");
+  void* p = &p;
+  expectError(braidMemAlloc(&p, 0), braidInvalidArgument, nullptr, "size is 0");
+  EXPECT_EQ(p, nullptr);  // never left pointing at anything
+  expectError(braidMemAlloc(&p, SIZE_MAX), braidInvalidArgument, nullptr, "size overflows");
+  int onStack = 0;
+  expectError(braidMemFree(&onStack), braidInvalidArgument, nullptr,
+              "not returned by braidMemAlloc");
+  ASSERT_EQ(braidMemAlloc(&p, 100), braidSuccess);
+  ASSERT_NE(p, nullptr);
+  static_cast<char*>(p)[99] = 1;
+  EXPECT_EQ(braidMemFree(p), braidSuccess);
+  expectError(braidMemFree(p), braidInvalidArgument, nullptr, "not returned by braidMemAlloc");
+  EXPECT_EQ(braidMemFree(nullptr), braidSuccess);
+}
+
 TEST_F(BadInputTest, NullBuffers) {
   expectError(braidAllReduce(nullptr, out_.data(), 4, braidFloat32, braidSum, comm(), nullptr),
               braidInvalidArgument, comm(), "sendbuff is NULL");

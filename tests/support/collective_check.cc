@@ -57,7 +57,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
     case TestColl::kAllReduce:
     case TestColl::kReduce: {
       const bool isRoot = c.coll == TestColl::kAllReduce || rank == c.root;
-      GuardedBuffer in(bytes), out(bytes);
+      GuardedBuffer in(bytes, c.sharedBuffers), out(bytes, c.sharedBuffers);
       fillInput(in.data(), c.count, c.type, pattern, rank, 0, c.seed);
       std::vector<char> original(in.data(), in.data() + bytes);
       void* recv = isRoot ? out.data() : nullptr;
@@ -88,7 +88,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
       return error;
     }
     case TestColl::kBroadcast: {
-      GuardedBuffer in(bytes), out(bytes);
+      GuardedBuffer in(bytes, c.sharedBuffers), out(bytes, c.sharedBuffers);
       const bool isRoot = rank == c.root;
       if (isRoot) fillInput(in.data(), c.count, c.type, pattern, rank, 0, c.seed);
       std::memset(out.data(), 0x5a, bytes);
@@ -106,7 +106,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
       return error;
     }
     case TestColl::kAllGather: {
-      GuardedBuffer in(bytes), out(bytes * n);
+      GuardedBuffer in(bytes, c.sharedBuffers), out(bytes * n, c.sharedBuffers);
       fillInput(in.data(), c.count, c.type, pattern, rank, 0, c.seed);
       std::memset(out.data(), 0x5a, bytes * n);
       const void* send = in.data();
@@ -125,7 +125,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
       return error;
     }
     case TestColl::kReduceScatter: {
-      GuardedBuffer in(bytes * n), out(bytes);
+      GuardedBuffer in(bytes * n, c.sharedBuffers), out(bytes, c.sharedBuffers);
       fillInput(in.data(), c.count * n, c.type, pattern, rank, 0, c.seed);
       char* recv = out.data();
       const char* send = in.data();
@@ -142,7 +142,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
       return error;
     }
     case TestColl::kAllToAll: {
-      GuardedBuffer in(bytes * n), out(bytes * n);
+      GuardedBuffer in(bytes * n, c.sharedBuffers), out(bytes * n, c.sharedBuffers);
       fillInput(in.data(), c.count * n, c.type, pattern, rank, 0, c.seed);
       std::memset(out.data(), 0x5a, bytes * n);
       const void* send = in.data();
@@ -162,7 +162,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
       return error;
     }
     case TestColl::kSendRecvRing: {
-      GuardedBuffer in(bytes), out(bytes);
+      GuardedBuffer in(bytes, c.sharedBuffers), out(bytes, c.sharedBuffers);
       fillInput(in.data(), c.count, c.type, pattern, rank, 0, c.seed);
       std::memset(out.data(), 0x5a, bytes);
       const int next = (rank + 1) % n;

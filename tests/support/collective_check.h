@@ -26,6 +26,7 @@ struct CollCase {
   int root = 0;
   bool inPlace = false;
   uint32_t seed = 0;
+  bool sharedBuffers = false;  ///< buffers from braidMemAlloc
 };
 
 std::string describe(const CollCase& c);

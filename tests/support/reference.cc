@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <sstream>
 
 #include "kernels/cpu/reduce.h"
@@ -150,8 +151,24 @@ std::string compareElements(const void* actual, const void* expected, size_t cou
          os.str() + ")";
 }
 
-GuardedBuffer::GuardedBuffer(size_t bytes)
-    : bytes_(bytes), storage_(bytes + 2 * kGuard, static_cast<char>(kPattern)) {}
+GuardedBuffer::GuardedBuffer(size_t bytes, bool shared) : bytes_(bytes), shared_(shared) {
+  void* p = nullptr;
+  if (shared) {
+    if (braidMemAlloc(&p, bytes + 2 * kGuard) != braidSuccess) throw std::bad_alloc();
+  } else {
+    p = ::operator new(bytes + 2 * kGuard);
+  }
+  storage_ = static_cast<char*>(p);
+  std::memset(storage_, kPattern, bytes + 2 * kGuard);
+}
+
+GuardedBuffer::~GuardedBuffer() {
+  if (shared_) {
+    braidMemFree(storage_);
+  } else {
+    ::operator delete(storage_);
+  }
+}
 
 std::string GuardedBuffer::checkGuards(const std::string& what) const {
   for (size_t i = 0; i < kGuard; ++i) {

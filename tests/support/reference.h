@@ -34,8 +34,12 @@ std::string compareElements(const void* actual, const void* expected, size_t cou
 /// A buffer with guard bytes on both sides that must stay untouched.
 class GuardedBuffer {
  public:
-  explicit GuardedBuffer(size_t bytes);
-  char* data() { return storage_.data() + kGuard; }
+  /// `shared`: the memory comes from braidMemAlloc (peers on the host read it in place).
+  explicit GuardedBuffer(size_t bytes, bool shared = false);
+  ~GuardedBuffer();
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+  char* data() { return storage_ + kGuard; }
   size_t size() const { return bytes_; }
   /// "" when both guards are intact, else which one was overwritten.
   std::string checkGuards(const std::string& what) const;
@@ -44,7 +48,8 @@ class GuardedBuffer {
   static constexpr size_t kGuard = 256;
   static constexpr unsigned char kPattern = 0xA5;
   size_t bytes_;
-  std::vector<char> storage_;
+  bool shared_;
+  char* storage_;
 };
 
 }  // namespace braid::testing
