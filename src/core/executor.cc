@@ -11,10 +11,10 @@ namespace {
 
 constexpr int kMaxOperands = kMaxStepPeers + 2;
 
-// Smaller payloads are copied even where they could be lent: the copy into a line's own area or a
-// cached ring costs little, and lending makes the sender wait at the end of the call until the
-// receiver has read them.
-constexpr uint32_t kMinLentBytes = 32 * 1024;
+// Payloads that fit a FIFO line's own area are copied even where they could be lent: that copy
+// is as cheap as a lent read. Larger ones are lent wherever they can be: 2 ranks, all-reduce of
+// 8 KiB, 0.63-0.66 us a call lent against 1.8-2.3 us copied.
+constexpr uint32_t kMinLentBytes = kSmallBytes + 1;
 
 bool overlap(const char* a, uint64_t aBytes, const char* b, uint64_t bBytes) {
   return a < b + bBytes && b < a + aBytes;
