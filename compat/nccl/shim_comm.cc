@@ -31,7 +31,6 @@ std::unordered_set<void*>& hostAllocations() {
   return *live;
 }
 
-constexpr size_t kHostAlignment = 4096;
 
 /// The settings handed to Braid for one communicator, owning their strings.
 class Settings {
@@ -267,13 +266,9 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     }
     return ncclSuccess;
   }
-  const size_t rounded = (size + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-  if (rounded < size) return fail(ncclInvalidArgument, "ncclMemAlloc: size overflows");
-  void* p = std::aligned_alloc(kHostAlignment, rounded);
-  if (p == nullptr) {
-    return fail(ncclSystemError,
-                "ncclMemAlloc: out of host memory for " + std::to_string(size) + " bytes");
-  }
+  // Host memory peers on this host read in place (braidMemAlloc), as NCCL's is for NVLink.
+  void* p = nullptr;
+  if (ncclResult_t r = fromBraid(braidMemAlloc(&p, size)); r != ncclSuccess) return r;
   std::lock_guard<std::mutex> lock(gHostAllocMutex);
   hostAllocations().insert(p);
   *ptr = p;
@@ -284,10 +279,7 @@ ncclResult_t ncclMemFree(void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
   {
     std::lock_guard<std::mutex> lock(gHostAllocMutex);
-    if (hostAllocations().erase(ptr) != 0) {
-      std::free(ptr);
-      return ncclSuccess;
-    }
+    if (hostAllocations().erase(ptr) != 0) return fromBraid(braidMemFree(ptr));
   }
   if (deviceFree(ptr)) return ncclSuccess;
   return fail(ncclInvalidArgument, "ncclMemFree: pointer was not allocated by ncclMemAlloc");
