@@ -182,6 +182,22 @@ Status validateStep(const Plan& plan, const Step& s, uint32_t slotBytes) {
 
 }  // namespace
 
+bool writesOutputOnce(const Plan& plan) {
+  std::vector<std::pair<uint64_t, uint64_t>> writes;  // [begin, end) of Output
+  for (const Lane& lane : plan.lanes) {
+    for (const Step& s : lane.steps) {
+      if (stepShape(s.op).writesDst && s.dst.buffer == BufferId::kOutput && s.bytes > 0) {
+        writes.emplace_back(s.dst.offset, s.dst.offset + s.bytes);
+      }
+    }
+  }
+  std::sort(writes.begin(), writes.end());
+  for (size_t i = 1; i < writes.size(); ++i) {
+    if (writes[i].first < writes[i - 1].second) return false;
+  }
+  return true;
+}
+
 uint64_t sendWindowFor(const Plan& plan, uint64_t budget) {
   std::set<std::pair<int, int>> connectors;  // (peer, channel)
   uint64_t largest = 0;

@@ -42,6 +42,8 @@ enum class BufferId : uint8_t { kNone, kInput, kOutput, kScratch };
 struct BufferRef {
   BufferId buffer = BufferId::kNone;
   uint64_t offset = 0;
+
+  bool operator==(const BufferRef&) const = default;
 };
 
 /// The step vocabulary. "recv" is the data arriving from every recv peer, "⊕" the reduction,
@@ -152,6 +154,9 @@ struct Plan {
   /// Payload bytes each send connector keeps in flight at most over a FIFO whose depth counts
   /// bytes (the shm transport's); 0: all the FIFO holds. See sendWindowFor.
   uint64_t sendWindow = 0;
+  /// No Output byte is written by two steps (writesOutputOnce): once written, a byte holds its
+  /// final value, so a rank may lend it to the next one rather than copy it into a FIFO.
+  bool outputWrittenOnce = false;
   std::vector<Lane> lanes;
 
   size_t stepCount() const;
@@ -181,6 +186,9 @@ inline uint64_t ringPayloadBytes(uint64_t bytes) {
 /// read costs more to write again than one that has left both cores' caches (2 ranks, 256 KB
 /// all-reduce: 31 us reusing, 18 us walking a 1 MiB window).
 uint64_t sendWindowFor(const Plan& plan, uint64_t budget);
+
+/// Whether no two of the plan's steps write the same byte of Output.
+bool writesOutputOnce(const Plan& plan);
 
 /// A one-line summary and, with all=true, every step; for logs and test failures.
 std::string describePlan(const Plan& plan, bool all = false);

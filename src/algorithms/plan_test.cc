@@ -26,6 +26,21 @@ void expectRejected(const Plan& plan, const std::string& why) {
   EXPECT_FALSE(status.ok()) << "accepted a plan that " << why << ":\n" << describePlan(plan, true);
 }
 
+// Output written once may be lent once written; any byte written twice makes the plan's Output
+// unlendable. Writes to Scratch, and reads of Output, do not count.
+TEST(WritesOutputOnce, OverlappingOutputWritesAnywhereInThePlanCount) {
+  EXPECT_TRUE(writesOutputOnce(planWith({makeRecv(0, output(0), 32), makeRecv(2, output(32), 32),
+                                         makeLocalCopy(input(0), scratch(0), 32),
+                                         makeLocalCopy(input(0), scratch(0), 32),
+                                         makeSend(2, output(0), 64)})));
+  EXPECT_FALSE(writesOutputOnce(planWith({makeRecv(0, output(0), 32),
+                                          makeRecv(2, output(28), 8)})));
+  Plan twoLanes = planWith({makeRecv(0, output(0), 32)});
+  twoLanes.lanes.push_back(Lane{1, {makeLocalCopy(input(0), output(16), 4)}});
+  EXPECT_FALSE(writesOutputOnce(twoLanes));
+  EXPECT_TRUE(writesOutputOnce(planWith({})));
+}
+
 TEST(ValidatePlan, AcceptsWellFormedSteps) {
   Step tree = makeRecvReduceCopySend(0, 2, input(0), output(0), 16);
   addRecvPeer(tree, 3);

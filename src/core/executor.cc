@@ -80,9 +80,12 @@ PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& 
       // across hosts, where outputs that large stream anyway).
       streamOutput_(mayStream && kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
                                            static_cast<uint64_t>(plan.nranks))),
-      lendable_(call.coll != static_cast<uint8_t>(Collective::kSend) && buffers.input != nullptr &&
-                plan.inputBytes >= kMinLentBytes &&
-                !overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)) {
+      lendInput_(call.coll != static_cast<uint8_t>(Collective::kSend) &&
+                 buffers.input != nullptr && plan.inputBytes >= kMinLentBytes &&
+                 !overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)),
+      lendOutput_(call.coll != static_cast<uint8_t>(Collective::kSend) && plan.outputWrittenOnce &&
+                  buffers.output != nullptr && plan.outputBytes >= kMinLentBytes &&
+                  !overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)) {
   if (moreLanes_.empty()) std::uninitialized_value_construct_n(lanes_, plan.lanes.size());
   for (const Lane& lane : plan.lanes) lanesLeft_ += lane.steps.empty() ? 0 : 1;
 }
@@ -109,23 +112,31 @@ char* PlanRun::out(BufferRef ref) const {
 
 std::optional<LentSpan> PlanRun::lendable(const SendConnector& send, BufferRef src,
                                            uint32_t bytes) {
-  if (!lendable_ || src.buffer != BufferId::kInput || bytes < kMinLentBytes) return std::nullopt;
+  const bool input = src.buffer == BufferId::kInput;
+  if (bytes < kMinLentBytes || !(input ? lendInput_
+                                       : src.buffer == BufferId::kOutput && lendOutput_)) {
+    return std::nullopt;
+  }
+  const char* base = input ? buffers_.input : buffers_.output;
   LentSpan span;
   switch (send.lending()) {
     case Lending::kNone: return std::nullopt;
     case Lending::kSameProcess:
-      span.offset = reinterpret_cast<uintptr_t>(buffers_.input + src.offset);
+      span.offset = reinterpret_cast<uintptr_t>(base + src.offset);
       return span;
-    case Lending::kSharedBuffers:
-      if (inputShared_ == InputShared::kUnknown) {
-        std::optional<LentSpan> found = findSharedBuffer(buffers_.input, plan_.inputBytes);
-        inputShared_ = found ? InputShared::kYes : InputShared::kNo;
-        if (found) inputSpan_ = *found;
+    case Lending::kSharedBuffers: {
+      SharedSpan& shared = input ? inputShared_ : outputShared_;
+      if (shared.state == SharedSpan::State::kUnknown) {
+        std::optional<LentSpan> found =
+            findSharedBuffer(base, input ? plan_.inputBytes : plan_.outputBytes);
+        shared.state = found ? SharedSpan::State::kYes : SharedSpan::State::kNo;
+        if (found) shared.span = *found;
       }
-      if (inputShared_ == InputShared::kNo) return std::nullopt;
-      span = inputSpan_;
+      if (shared.state == SharedSpan::State::kNo) return std::nullopt;
+      span = shared.span;
       span.offset += src.offset;
       return span;
+    }
   }
   return std::nullopt;
 }
@@ -191,16 +202,22 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   }
   SendConnector* sends[kMaxStepPeers] = {};
   std::optional<LentSpan> lent[kMaxStepPeers];
-  // Only what the step sends unchanged from its source can be lent.
-  const bool mayLend = (step.op == StepOp::kSend || step.op == StepOp::kCopySend) &&
-                       (step.flags & kStepFinalize) == 0;
+  // What is sent can be lent from where it lies: the source a Send (or an unfinalized copy)
+  // sends as it is, else the dst the step writes the same value to first.
+  BufferRef lentFrom;
+  if (step.op == StepOp::kSend ||
+      (step.op == StepOp::kCopySend && (step.flags & kStepFinalize) == 0)) {
+    lentFrom = step.src;
+  } else if (shape.writesDst) {
+    lentFrom = step.dst;
+  }
   char* outputs[kMaxStepPeers + 1];
   int noutputs = 0;
   if (shape.writesDst) outputs[noutputs++] = out(step.dst);
   if (shape.sends) {
     for (int i = 0; i < step.nsend; ++i) {
       ASSIGN_OR_RETURN(sends[i], connectors_->send(step.sendPeers[i], channel));
-      if (mayLend) lent[i] = lendable(*sends[i], step.src, step.bytes);
+      lent[i] = lendable(*sends[i], lentFrom, step.bytes);
       char* slot = lent[i] ? nullptr : sends[i]->trySlot(step.bytes, plan_.sendWindow);
       if (lent[i] ? !sends[i]->lineFree() : slot == nullptr) {
         state.blockedOn = sends[i]->peerWaker();
@@ -223,7 +240,11 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   const bool finalize = (step.flags & kStepFinalize) != 0;
   // A large output is written with non-temporal stores: its lines would be read from memory
   // only to be overwritten, and evicted before anyone reads them. Slots stay cached for the peer.
-  const bool streamDst = streamOutput_ && shape.writesDst && step.dst.buffer == BufferId::kOutput;
+  // Not where dst is lent: the peer reads it next.
+  bool dstLent = false;
+  for (int i = 0; i < step.nsend && shape.sends; ++i) dstLent |= lent[i] && lentFrom == step.dst;
+  const bool streamDst = streamOutput_ && shape.writesDst &&
+                         step.dst.buffer == BufferId::kOutput && !dstLent;
   if (shape.reduces) {
     // Streaming, the value is combined in a slot (cached) and streamed to dst from there.
     const int into = streamDst && noutputs >= 2 ? 1 : 0;

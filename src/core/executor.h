@@ -130,10 +130,16 @@ class PlanRun {
   bool streamOutput_ = false;
   /// Sends from Input may be lent: a collective (a lone send must not wait for its receiver)
   /// whose Input no step writes (out of place).
-  bool lendable_ = false;
-  /// Input's span in a shared buffer: unknown until a send could use it, then found or not.
-  enum class InputShared : uint8_t { kUnknown, kNo, kYes } inputShared_ = InputShared::kUnknown;
-  LentSpan inputSpan_;
+  bool lendInput_ = false;
+  /// Sends from Output may be lent: a collective whose Output bytes are each written once, so
+  /// what a step sends from there is final (out of place).
+  bool lendOutput_ = false;
+  /// Where Input and Output lie in shared buffers: looked up when a send could first use it.
+  struct SharedSpan {
+    enum class State : uint8_t { kUnknown, kNo, kYes } state = State::kUnknown;
+    LentSpan span;
+  };
+  SharedSpan inputShared_, outputShared_;
   struct LentTo {
     int peer;
     SendConnector* send;
