@@ -85,10 +85,14 @@ class Library:
         return self.build(collective, n, flags, json_path)
 
 
-def braid_library(build_dir):
+def braid_library(build_dir, shared=False):
+    """braid-perf; with shared, its buffers come from braidMemAlloc (-R 1)."""
     program = os.path.join(build_dir, "perf", "braid-perf")
-    lib = Library("braid", "Braid", COLLECTIVES,
-                  lambda c, n, flags, js: [program, c, "--np", str(n), *flags, "--json", js])
+    extra = ["-R", "1"] if shared else []
+    lib = Library("braid-shared" if shared else "braid",
+                  "Braid (braidMemAlloc buffers)" if shared else "Braid", COLLECTIVES,
+                  lambda c, n, flags, js: [program, c, "--np", str(n), *extra, *flags,
+                                           "--json", js])
     try:
         rev = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
                               "describe", "--always", "--dirty"],
@@ -545,7 +549,8 @@ def main(argv=None):
     ap.add_argument("--other-stepfactor", type=int, default=4, help="their size factor (4)")
     ap.add_argument("--libraries", type=name_list,
                     default=["braid", "ompi", "mpich", "gloo-ring", "gloo"],
-                    help="columns: braid, ompi, mpich, gloo (gloo::allreduce), gloo-ALGO with "
+                    help="columns: braid, braid-shared (braid-perf -R 1: buffers from "
+                         "braidMemAlloc), ompi, mpich, gloo (gloo::allreduce), gloo-ALGO with "
                          f"ALGO in {', '.join(GLOO_ALLREDUCE_ALGOS[1:])} (allreduce only)")
     ap.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (20)")
     ap.add_argument("-w", "--warmup", type=int, default=5, help="warm-up iterations (5)")
@@ -576,8 +581,8 @@ def main(argv=None):
         netns_ok, netns_text = check_netns()
     libraries = []
     for key in args.libraries:
-        if key == "braid":
-            libraries.append(braid_library(args.build))
+        if key in ("braid", "braid-shared"):
+            libraries.append(braid_library(args.build, shared=key == "braid-shared"))
         elif key == "ompi":
             libraries.append(ompi_library(args.build))
         elif key == "mpich":

@@ -87,6 +87,15 @@ class CommandTest(unittest.TestCase):
                           "--json", "/o.json"])
         self.assertEqual(lib.collectives, ["allreduce"])
 
+    def test_braid_shared_allocates_its_buffers_with_braid_mem_alloc(self):
+        plain = compare.braid_library("/b").command("alltoall", 4, ["-b", "8"], "/o.json")
+        shared = compare.braid_library("/b", shared=True)
+        argv = shared.command("alltoall", 4, ["-b", "8"], "/o.json")
+        self.assertNotIn("-R", plain)
+        self.assertEqual(argv, ["/b/perf/braid-perf", "alltoall", "--np", "4", "-R", "1",
+                                "-b", "8", "--json", "/o.json"])
+        self.assertEqual(shared.key, "braid-shared")
+
     def test_gloo_default_measures_every_collective_without_algo(self):
         lib = compare.gloo_library("/b", "default", netns=False)
         argv = lib.command("broadcast", 4, [], "/o.json")

@@ -202,11 +202,11 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   }
   SendConnector* sends[kMaxStepPeers] = {};
   std::optional<LentSpan> lent[kMaxStepPeers];
-  // What is sent can be lent from where it lies: the source a Send (or an unfinalized copy)
-  // sends as it is, else the dst the step writes the same value to first.
+  // What is sent can be lent from where it lies: the source a Send or a copy sends as it is
+  // (unless finalized), else the dst the step writes the same value to first.
   BufferRef lentFrom;
-  if (step.op == StepOp::kSend ||
-      (step.op == StepOp::kCopySend && (step.flags & kStepFinalize) == 0)) {
+  if ((step.op == StepOp::kSend || step.op == StepOp::kCopySend) &&
+      (step.flags & kStepFinalize) == 0) {
     lentFrom = step.src;
   } else if (shape.writesDst) {
     lentFrom = step.dst;

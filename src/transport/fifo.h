@@ -21,6 +21,10 @@
 // the same cache-hot bytes. A window of at least three of the caller's largest payloads always
 // has room for two of them, even just after starting over (with one, a ring can deadlock).
 //
+// A sender may also lend a payload (PayloadPlace::kLent, where both ends allow it): the line
+// then says where the payload lies in the sender's memory, the receiver reads it there through
+// its LentReader, and the sender keeps it unchanged until the slot is released (lentReturned).
+//
 // Each waiting party owns a Waker: when it is about to sleep it raises `sleeping`; whoever changes
 // a counter it may wait on checks that flag afterwards and, if raised, bumps `seq` and wakes the
 // futex on it. The store-then-check on one side and raise-then-recheck on the other (each side a
