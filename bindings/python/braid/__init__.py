@@ -12,7 +12,8 @@ Buffers are NumPy arrays or anything exposing __array_interface__, __cuda_array_
 __dlpack__ or the buffer protocol. Host memory works in every build; device buffers are passed
 to the library as pointers (on the CUDA default stream unless a stream is given) and need a CUDA
 build of Braid, which otherwise reports UNHANDLED_CUDA_ERROR. Failures raise BraidError with
-Braid's message.
+Braid's message. braid.shared_empty(shape, dtype) makes arrays in memory the ranks of a host
+read from one another in place (braidMemAlloc), which is faster still.
 """
 
 import ctypes as _ctypes
@@ -21,10 +22,11 @@ from ._library import BraidError, DataType, ReduceOp, Result
 from ._library import library as _load_library
 from .communicator import Communicator, UniqueId, group
 from .launch import LaunchError, launch
+from .memory import shared_empty
 
 __all__ = [
     "BraidError", "Communicator", "DataType", "LaunchError", "ReduceOp", "Result", "UniqueId",
-    "group", "launch", "library_path", "version",
+    "group", "launch", "library_path", "shared_empty", "version",
 ]
 
 SUM, PROD, MAX, MIN, AVG = ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.AVG

@@ -136,6 +136,8 @@ def _declare(lib):
         "braidGroupStart": (res, []),
         "braidGroupEnd": (res, []),
         "braidDataTypeSize": (size, [ctypes.c_int]),
+        "braidMemAlloc": (res, [ctypes.POINTER(ptr), size]),
+        "braidMemFree": (res, [ptr]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

@@ -117,6 +117,32 @@ def test_data_movement():
     assert braid.launch(4, _data_movement, timeout=120) == [0, 1, 2, 3]
 
 
+def _shared_arrays(comm):
+    # Large enough to be lent: every rank reads its peers' inputs where they lie.
+    x = braid.shared_empty((3, 100000), np.float32)
+    x[:] = comm.rank + 1
+    out = braid.shared_empty(x.shape, np.float32)
+    comm.all_reduce(x, out)
+    assert (out == comm.size * (comm.size + 1) / 2).all()
+    assert (x == comm.rank + 1).all()  # the input as it was
+    gathered = braid.shared_empty(x.size * comm.size, np.float32)
+    comm.all_gather(x, gathered)
+    np.testing.assert_array_equal(gathered, np.repeat(np.arange(comm.size) + 1.0, x.size))
+    return out.ctypes.data % 4096
+
+
+def test_shared_arrays_work_in_collectives():
+    assert braid.launch(3, _shared_arrays, timeout=120) == [0, 0, 0]
+
+
+def test_shared_empty_shapes_and_errors():
+    a = braid.shared_empty(5, np.int64)
+    assert a.shape == (5,) and a.dtype == np.int64 and (a == 0).all()
+    assert braid.shared_empty((2, 0)).size == 0
+    with pytest.raises(ValueError, match="negative"):
+        braid.shared_empty((-1, 2))
+
+
 def test_split():
     assert braid.launch(4, _split, timeout=120) == [2, 2, 2, 2]
 

@@ -110,10 +110,7 @@ std::optional<LentSpan> findSharedBuffer(const void* p, size_t bytes) {
   return span;
 }
 
-int sharedBufferProbeFd() {
-  static const int fd = memfd_create("braid-probe", MFD_CLOEXEC);
-  return fd;
-}
+int openProbeFd() { return memfd_create("braid-probe", MFD_CLOEXEC); }
 
 bool canOpenPeerFd(pid_t pid, int fd) {
   if (pid <= 0 || fd < 0) return false;

@@ -27,9 +27,10 @@ Status freeSharedBuffer(void* ptr);
 /// The span of [p, p + bytes) when it lies inside one shared buffer.
 std::optional<LentSpan> findSharedBuffer(const void* p, size_t bytes);
 
-/// A descriptor every process keeps open so that its peers can test, at init, whether they may
-/// open its descriptors through /proc (same user, a /proc that shows them, not undumpable).
-int sharedBufferProbeFd();
+/// A fresh descriptor (-1 on failure; the caller closes it) for peers to test, at init, whether
+/// they may open this process's descriptors through /proc (same user, a /proc that shows them,
+/// not undumpable).
+int openProbeFd();
 /// Whether this process can open descriptor `fd` of process `pid` through /proc.
 bool canOpenPeerFd(pid_t pid, int fd);
 

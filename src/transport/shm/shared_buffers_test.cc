@@ -122,9 +122,13 @@ TEST(PeerBufferReader, KeepsABoundedNumberOfMappings) {
 }
 
 TEST(SharedBuffers, ThisProcessCanOpenItsOwnProbe) {
-  EXPECT_TRUE(canOpenPeerFd(getpid(), sharedBufferProbeFd()));
+  const int probe = openProbeFd();
+  ASSERT_GE(probe, 0);
+  EXPECT_TRUE(canOpenPeerFd(getpid(), probe));
   EXPECT_FALSE(canOpenPeerFd(getpid(), -1));
-  EXPECT_FALSE(canOpenPeerFd(0, sharedBufferProbeFd()));
+  EXPECT_FALSE(canOpenPeerFd(0, probe));
+  close(probe);
+  EXPECT_FALSE(canOpenPeerFd(getpid(), probe));
 }
 
 }  // namespace

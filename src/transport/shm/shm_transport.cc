@@ -52,7 +52,7 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 struct SegmentName {
   char name[64];
-  int32_t probeFd;  ///< sharedBufferProbeFd(): whether peers may open this process's descriptors
+  int32_t probeFd;  ///< openProbeFd(): whether peers may open this process's descriptors
 };
 
 }  // namespace
@@ -86,7 +86,14 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
 
   std::vector<SegmentName> names(ctx.nranks);
   std::snprintf(names[ctx.rank].name, sizeof(names[ctx.rank].name), "%s", myName.c_str());
-  names[ctx.rank].probeFd = sharedBufferProbeFd();
+  // Open until every rank has tried it (the gather below).
+  struct Probe {
+    int fd = openProbeFd();
+    ~Probe() {
+      if (fd >= 0) close(fd);
+    }
+  } probe;
+  names[ctx.rank].probeFd = probe.fd;
   RETURN_IF_ERROR(ctx.bootstrap->allGather(names.data(), sizeof(SegmentName)));
 
   const std::vector<PeerInfo>& peers = *ctx.peers;
