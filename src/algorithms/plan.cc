@@ -90,6 +90,7 @@ std::string stepText(const Step& s) {
   if (s.dst.buffer != BufferId::kNone) os << " dst=" << refText(s.dst);
   if (s.flags & kStepFinalize) os << " finalize";
   if (s.flags & kStepCallCheck) os << " callCheck";
+  if (s.flags & kStepLendable) os << " lendable";
   return os.str();
 }
 
@@ -182,20 +183,77 @@ Status validateStep(const Plan& plan, const Step& s, uint32_t slotBytes) {
 
 }  // namespace
 
-bool writesOutputOnce(const Plan& plan) {
-  std::vector<std::pair<uint64_t, uint64_t>> writes;  // [begin, end) of Output
-  for (const Lane& lane : plan.lanes) {
-    for (const Step& s : lane.steps) {
+BufferRef lentSource(const Step& step) {
+  const StepShape shape = stepShape(step.op);
+  if (!shape.sends || (step.flags & kStepCallCheck)) return {};
+  const bool asIs = step.op == StepOp::kSend || step.op == StepOp::kCopySend;
+  if (shape.independent || (asIs && (step.flags & kStepFinalize) == 0)) return step.src;
+  return shape.writesDst ? step.dst : BufferRef{};
+}
+
+void markLendableSends(Plan& plan, const PlanRequest& request) {
+  // Input and Output as one space of bytes: apart out of place (no step writes Input then),
+  // overlapping as the API lays them out in place.
+  const uint64_t block = request.count * request.elemSize;
+  uint64_t inputAt = 0;
+  uint64_t outputAt = 0;
+  if (!request.inPlace) {
+    outputAt = plan.inputBytes;
+  } else if (request.coll == Collective::kAllGather) {
+    inputAt = static_cast<uint64_t>(request.rank) * block;
+  } else if (request.coll == Collective::kReduceScatter) {
+    outputAt = static_cast<uint64_t>(request.rank) * block;
+  }
+  auto place = [&](BufferRef ref) {
+    return (ref.buffer == BufferId::kInput ? inputAt : outputAt) + ref.offset;
+  };
+
+  struct Write {
+    uint64_t begin, end;
+    size_t lane, step;
+  };
+  std::vector<Write> writes;
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    const std::vector<Step>& steps = plan.lanes[l].steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
       if (stepShape(s.op).writesDst && s.dst.buffer == BufferId::kOutput && s.bytes > 0) {
-        writes.emplace_back(s.dst.offset, s.dst.offset + s.bytes);
+        writes.push_back(Write{place(s.dst), place(s.dst) + s.bytes, l, i});
       }
     }
   }
-  std::sort(writes.begin(), writes.end());
-  for (size_t i = 1; i < writes.size(); ++i) {
-    if (writes[i].first < writes[i - 1].second) return false;
+  std::sort(writes.begin(), writes.end(),
+            [](const Write& a, const Write& b) { return a.begin < b.begin; });
+  std::vector<uint64_t> reach(writes.size());  // the furthest end of writes[0..i]
+  for (size_t i = 0; i < writes.size(); ++i) {
+    reach[i] = std::max(writes[i].end, i > 0 ? reach[i - 1] : 0);
   }
-  return true;
+
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    std::vector<Step>& steps = plan.lanes[l].steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step& s = steps[i];
+      s.flags = static_cast<uint8_t>(s.flags & ~kStepLendable);
+      const BufferRef from = lentSource(s);
+      const uint32_t bytes = stepShape(s.op).independent ? s.sendBytes : s.bytes;
+      if ((from.buffer != BufferId::kInput && from.buffer != BufferId::kOutput) || bytes == 0) {
+        continue;
+      }
+      const uint64_t begin = place(from);
+      const uint64_t end = begin + bytes;
+      // Writes that start before `end`, walked back while any of them may still reach `begin`.
+      bool kept = true;
+      size_t w = static_cast<size_t>(
+          std::lower_bound(writes.begin(), writes.end(), end,
+                           [](const Write& a, uint64_t at) { return a.begin < at; }) -
+          writes.begin());
+      while (kept && w > 0 && reach[w - 1] > begin) {
+        const Write& write = writes[--w];
+        if (write.end > begin) kept = write.lane == l && write.step <= i;
+      }
+      if (kept) s.flags |= kStepLendable;
+    }
+  }
 }
 
 uint64_t sendWindowFor(const Plan& plan, uint64_t budget) {

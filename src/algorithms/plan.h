@@ -86,6 +86,10 @@ enum StepFlags : uint8_t {
   /// taken all the same. They carry nothing but the call's descriptor, which the receiver
   /// compares with its own call as it does for every slot.
   kStepCallCheck = 2,
+  /// What the step sends (lentSource) stays as it is in Input or Output until the call ends: no
+  /// later step of its lane, and no step of another lane, writes any byte of it, in place too.
+  /// A rank may then lend it to the receiver rather than copy it into a FIFO (markLendableSends).
+  kStepLendable = 4,
 };
 
 /// One step: at most one FIFO slot per peer. POD so that it can be copied to a device as is.
@@ -154,9 +158,6 @@ struct Plan {
   /// Payload bytes each send connector keeps in flight at most over a FIFO whose depth counts
   /// bytes (the shm transport's); 0: all the FIFO holds. See sendWindowFor.
   uint64_t sendWindow = 0;
-  /// No Output byte is written by two steps (writesOutputOnce): once written, a byte holds its
-  /// final value, so a rank may lend it to the next one rather than copy it into a FIFO.
-  bool outputWrittenOnce = false;
   std::vector<Lane> lanes;
 
   size_t stepCount() const;
@@ -187,8 +188,14 @@ inline uint64_t ringPayloadBytes(uint64_t bytes) {
 /// all-reduce: 31 us reusing, 18 us walking a 1 MiB window).
 uint64_t sendWindowFor(const Plan& plan, uint64_t budget);
 
-/// Whether no two of the plan's steps write the same byte of Output.
-bool writesOutputOnce(const Plan& plan);
+/// Where the value a step sends already lies unchanged: the src of a Send or a copy that sends
+/// it as it is (not finalized) or of an independent step's send half, else the dst a dependent
+/// step writes the same value to before it sends it. BufferId::kNone where there is none.
+BufferRef lentSource(const Step& step);
+
+/// Sets kStepLendable on every step whose lentSource in Input or Output is never written after
+/// it (see the flag), Input and Output overlapping as `request` lays them out in place.
+void markLendableSends(Plan& plan, const PlanRequest& request);
 
 /// A one-line summary and, with all=true, every step; for logs and test failures.
 std::string describePlan(const Plan& plan, bool all = false);

@@ -26,19 +26,92 @@ void expectRejected(const Plan& plan, const std::string& why) {
   EXPECT_FALSE(status.ok()) << "accepted a plan that " << why << ":\n" << describePlan(plan, true);
 }
 
-// Output written once may be lent once written; any byte written twice makes the plan's Output
-// unlendable. Writes to Scratch, and reads of Output, do not count.
-TEST(WritesOutputOnce, OverlappingOutputWritesAnywhereInThePlanCount) {
-  EXPECT_TRUE(writesOutputOnce(planWith({makeRecv(0, output(0), 32), makeRecv(2, output(32), 32),
-                                         makeLocalCopy(input(0), scratch(0), 32),
-                                         makeLocalCopy(input(0), scratch(0), 32),
-                                         makeSend(2, output(0), 64)})));
-  EXPECT_FALSE(writesOutputOnce(planWith({makeRecv(0, output(0), 32),
-                                          makeRecv(2, output(28), 8)})));
-  Plan twoLanes = planWith({makeRecv(0, output(0), 32)});
+PlanRequest layout(Collective coll, bool inPlace, int rank = 1, uint64_t count = 16) {
+  PlanRequest request;
+  request.coll = coll;
+  request.nranks = 4;
+  request.rank = rank;
+  request.count = count;
+  request.elemSize = 4;
+  request.inPlace = inPlace;
+  return request;
+}
+
+std::vector<bool> lendableSteps(Plan plan, const PlanRequest& request) {
+  markLendableSends(plan, request);
+  std::vector<bool> marked;
+  for (const Lane& lane : plan.lanes) {
+    for (const Step& s : lane.steps) marked.push_back((s.flags & kStepLendable) != 0);
+  }
+  return marked;
+}
+
+// What a step sends lies where it read it (Send, copies, the send half of independent steps)
+// or where it wrote it first; reductions it sends without keeping, finalized Sends and call
+// checks lie nowhere.
+TEST(LentSource, NamesWhereTheSentValueLies) {
+  EXPECT_EQ(lentSource(makeSend(2, input(8), 32)), input(8));
+  EXPECT_EQ(lentSource(makeCopySend(2, input(8), output(0), 32)), input(8));
+  EXPECT_EQ(lentSource(makeRecvCopySend(0, 2, output(16), 32)), output(16));
+  EXPECT_EQ(lentSource(makeRecvReduceCopySend(0, 2, input(0), output(4), 32)), output(4));
+  EXPECT_EQ(lentSource(makeSendRecv(2, input(4), 16, 0, output(0), 16)), input(4));
+  EXPECT_EQ(lentSource(makeRecvReduceSend(0, 2, input(0), 32)).buffer, BufferId::kNone);
+  EXPECT_EQ(lentSource(makeRecv(0, output(0), 32)).buffer, BufferId::kNone);
+  EXPECT_EQ(lentSource(makeCallCheck(2, 0)).buffer, BufferId::kNone);
+  Step finalized = makeCopySend(2, input(0), output(0), 32);
+  finalized.flags |= kStepFinalize;
+  EXPECT_EQ(lentSource(finalized), output(0));  // the dst holds the finalized value
+  finalized = makeSend(2, input(0), 32);
+  finalized.flags |= kStepFinalize;
+  EXPECT_EQ(lentSource(finalized).buffer, BufferId::kNone);
+}
+
+// Out of place no step writes Input, so its sends may always be lent; what a step sends from
+// Output may be lent unless a later step of its lane, or any step of another lane, writes a
+// byte of it. Writes to Scratch do not count.
+TEST(MarkLendableSends, OutOfPlaceSendsLendUnlessALaterWriteReachesThem) {
+  const PlanRequest apart = layout(Collective::kAllReduce, false);
+  EXPECT_EQ(lendableSteps(planWith({makeRecv(0, output(0), 32), makeSend(2, output(0), 32),
+                                    makeLocalCopy(input(0), scratch(0), 32),
+                                    makeSend(2, input(0), 64), makeSend(2, output(0), 64)}),
+                          apart),
+            (std::vector<bool>{false, true, false, true, true}));
+  EXPECT_EQ(lendableSteps(planWith({makeRecvCopySend(0, 2, output(0), 32),
+                                    makeRecv(3, output(28), 8)}),
+                          apart),
+            (std::vector<bool>{false, false}));
+  Plan twoLanes = planWith({makeRecvCopySend(0, 2, output(0), 32)});
   twoLanes.lanes.push_back(Lane{1, {makeLocalCopy(input(0), output(16), 4)}});
-  EXPECT_FALSE(writesOutputOnce(twoLanes));
-  EXPECT_TRUE(writesOutputOnce(planWith({})));
+  EXPECT_EQ(lendableSteps(twoLanes, apart), (std::vector<bool>{false, false}));
+  twoLanes.lanes[1].steps[0].dst = output(32);
+  EXPECT_EQ(lendableSteps(twoLanes, apart), (std::vector<bool>{true, false}));
+}
+
+// In place Input is Output (at the rank's block for all-gather, Output at the rank's block of
+// Input for reduce-scatter): a send of Input lends only if no later step writes over it.
+TEST(MarkLendableSends, InPlaceWritesToOutputReachTheInputTheyOverlay) {
+  const std::vector<Step> steps = {makeSend(2, input(0), 32), makeSend(2, input(32), 32),
+                                   makeRecv(0, output(0), 32)};
+  EXPECT_EQ(lendableSteps(planWith(steps), layout(Collective::kAllReduce, true)),
+            (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(lendableSteps(planWith(steps), layout(Collective::kAllReduce, false)),
+            (std::vector<bool>{true, true, false}));
+
+  // All-gather, rank 1, 64-byte blocks: Input is Output bytes 64-127.
+  Plan gather = planWith({makeSend(2, input(0), 64), makeRecv(0, output(0), 64),
+                          makeSend(2, input(0), 64), makeRecv(0, output(96), 32)});
+  gather.outputBytes = 256;
+  EXPECT_EQ(lendableSteps(gather, layout(Collective::kAllGather, true)),
+            (std::vector<bool>{false, false, false, false}));
+  gather.lanes[0].steps[3].dst = output(128);
+  EXPECT_EQ(lendableSteps(gather, layout(Collective::kAllGather, true)),
+            (std::vector<bool>{true, false, true, false}));
+
+  // Reduce-scatter, rank 1, 16-byte blocks: Output is Input bytes 16-31.
+  Plan scatter = planWith({makeSend(2, input(16), 16), makeSend(2, input(32), 16),
+                           makeRecvReduceCopy(0, input(16), output(0), 16)});
+  EXPECT_EQ(lendableSteps(scatter, layout(Collective::kReduceScatter, true, 1, 4)),
+            (std::vector<bool>{false, true, false}));
 }
 
 TEST(ValidatePlan, AcceptsWellFormedSteps) {

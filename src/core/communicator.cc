@@ -267,7 +267,7 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
   // It costs one empty slot per call; BRAID_CALL_CHECK=0 turns it off (the same on every rank).
   if (config_.callCheck != 0) addCallCheckLane(built, request, maxChannels_);
   built.sendWindow = sendWindowFor(built, config_.fifoBytes);
-  built.outputWrittenOnce = writesOutputOnce(built);
+  markLendableSends(built, request);
   BRAID_LOG(*logger_, kTrace, kColl, "planned %s", describePlan(built).c_str());
   if (planCache_.size() >= kPlanCacheEntries) planCache_.clear();
   auto shared = std::make_shared<const Plan>(std::move(built));

@@ -15,9 +15,25 @@ constexpr int kMaxOperands = kMaxStepPeers + 2;
 // is as cheap as a lent read. Larger ones are lent wherever they can be: 2 ranks, all-reduce of
 // 8 KiB, 0.63-0.66 us a call lent against 1.8-2.3 us copied.
 constexpr uint32_t kMinLentBytes = kSmallBytes + 1;
+// In place a rank lends only what it has finished (the all-gather half of a ring or rhd
+// all-reduce), and waits at the end of the call until its readers are done with it, where a
+// copying rank would start its next call. Below about a MiB that wait costs more than the copy
+// saves (4 ranks, rhd, 128 KiB: 74-78 us a call lent against 55-64 copied; 2 ranks, 256 KiB:
+// 36-40 against 33-35); from it lending wins (4 ranks, rhd, 1 MiB: 351-384 us against 420-470;
+// 16 MiB: 5.7-5.9 ms against 8.0; 2 ranks, 4 MiB: 505-536 us against 588-810).
+constexpr uint64_t kMinInPlaceLentCallBytes = uint64_t{1} << 20;
 
 bool overlap(const char* a, uint64_t aBytes, const char* b, uint64_t bBytes) {
   return a < b + bBytes && b < a + aBytes;
+}
+
+// Whether a run may lend at all: a collective (a lone send must not wait for its receiver),
+// and in place only a large one.
+bool mayLend(const Plan& plan, const PlanBuffers& buffers, const CallDescriptor& call) {
+  if (call.coll == static_cast<uint8_t>(Collective::kSend)) return false;
+  const bool inPlace =
+      overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes);
+  return !inPlace || std::max(plan.inputBytes, plan.outputBytes) >= kMinInPlaceLentCallBytes;
 }
 
 // Copies `value` to each of `dsts`, two at a time (one pass over the value per pair).
@@ -80,12 +96,7 @@ PlanRun::PlanRun(const Plan& plan, PlanBuffers buffers, const kernels::Reducer& 
       // across hosts, where outputs that large stream anyway).
       streamOutput_(mayStream && kernels::streamOutputs((plan.inputBytes + plan.outputBytes) *
                                            static_cast<uint64_t>(plan.nranks))),
-      lendInput_(call.coll != static_cast<uint8_t>(Collective::kSend) &&
-                 buffers.input != nullptr && plan.inputBytes >= kMinLentBytes &&
-                 !overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)),
-      lendOutput_(call.coll != static_cast<uint8_t>(Collective::kSend) && plan.outputWrittenOnce &&
-                  buffers.output != nullptr && plan.outputBytes >= kMinLentBytes &&
-                  !overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)) {
+      lends_(mayLend(plan, buffers, call)) {
   if (moreLanes_.empty()) std::uninitialized_value_construct_n(lanes_, plan.lanes.size());
   for (const Lane& lane : plan.lanes) lanesLeft_ += lane.steps.empty() ? 0 : 1;
 }
@@ -110,14 +121,13 @@ char* PlanRun::out(BufferRef ref) const {
   return nullptr;
 }
 
-std::optional<LentSpan> PlanRun::lendable(const SendConnector& send, BufferRef src,
+std::optional<LentSpan> PlanRun::lendable(const SendConnector& send, const Step& step,
                                            uint32_t bytes) {
+  if (!lends_ || (step.flags & kStepLendable) == 0 || bytes < kMinLentBytes) return std::nullopt;
+  const BufferRef src = lentSource(step);
   const bool input = src.buffer == BufferId::kInput;
-  if (bytes < kMinLentBytes || !(input ? lendInput_
-                                       : src.buffer == BufferId::kOutput && lendOutput_)) {
-    return std::nullopt;
-  }
   const char* base = input ? buffers_.input : buffers_.output;
+  if (base == nullptr) return std::nullopt;
   LentSpan span;
   switch (send.lending()) {
     case Lending::kNone: return std::nullopt;
@@ -202,22 +212,13 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   }
   SendConnector* sends[kMaxStepPeers] = {};
   std::optional<LentSpan> lent[kMaxStepPeers];
-  // What is sent can be lent from where it lies: the source a Send or a copy sends as it is
-  // (unless finalized), else the dst the step writes the same value to first.
-  BufferRef lentFrom;
-  if ((step.op == StepOp::kSend || step.op == StepOp::kCopySend) &&
-      (step.flags & kStepFinalize) == 0) {
-    lentFrom = step.src;
-  } else if (shape.writesDst) {
-    lentFrom = step.dst;
-  }
   char* outputs[kMaxStepPeers + 1];
   int noutputs = 0;
   if (shape.writesDst) outputs[noutputs++] = out(step.dst);
   if (shape.sends) {
     for (int i = 0; i < step.nsend; ++i) {
       ASSIGN_OR_RETURN(sends[i], connectors_->send(step.sendPeers[i], channel));
-      lent[i] = lendable(*sends[i], lentFrom, step.bytes);
+      lent[i] = lendable(*sends[i], step, step.bytes);
       char* slot = lent[i] ? nullptr : sends[i]->trySlot(step.bytes, plan_.sendWindow);
       if (lent[i] ? !sends[i]->lineFree() : slot == nullptr) {
         state.blockedOn = sends[i]->peerWaker();
@@ -241,8 +242,9 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   // A large output is written with non-temporal stores: its lines would be read from memory
   // only to be overwritten, and evicted before anyone reads them. Slots stay cached for the peer.
   // Not where dst is lent: the peer reads it next.
+  const bool lendsDst = lentSource(step) == step.dst;
   bool dstLent = false;
-  for (int i = 0; i < step.nsend && shape.sends; ++i) dstLent |= lent[i] && lentFrom == step.dst;
+  for (int i = 0; i < step.nsend && shape.sends; ++i) dstLent |= lent[i] && lendsDst;
   const bool streamDst = streamOutput_ && shape.writesDst &&
                          step.dst.buffer == BufferId::kOutput && !dstLent;
   if (shape.reduces) {
@@ -296,7 +298,7 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
     } else {
       ASSIGN_OR_RETURN(SendConnector * send, connectors_->send(step.sendPeers[0], channel));
       const std::optional<LentSpan> lent =
-          check ? std::nullopt : lendable(*send, step.src, step.sendBytes);
+          check ? std::nullopt : lendable(*send, step, step.sendBytes);
       if (lent) {
         if (send->lineFree()) {
           lend(send, step.sendPeers[0], step.sendBytes, *lent);
@@ -476,7 +478,7 @@ Result<bool> PlanRun::sendAhead(const Lane& lane, LaneState& state) {
       std::optional<LentSpan> lent[kMaxStepPeers];
       for (int i = 0; i < nsend; ++i) {
         ASSIGN_OR_RETURN(sends[i], connectors_->send(s.sendPeers[i], lane.channel));
-        lent[i] = lendable(*sends[i], s.src, bytes);
+        lent[i] = lendable(*sends[i], s, bytes);
         if (lent[i] ? !sends[i]->lineFree()
                     : (slots[i] = sends[i]->trySlot(bytes, plan_.sendWindow)) == nullptr) {
           return moved;
@@ -501,6 +503,14 @@ Result<bool> PlanRun::sendAhead(const Lane& lane, LaneState& state) {
 }
 
 bool PlanRun::blockedOnCpu(int cpu) const {
+  // A reader of what this run lent, on this core, cannot return it while we spin.
+  for (const LentTo& l : lentTo_) {
+    const Waker* reader = l.send->peerWaker();
+    if (reader != nullptr && !l.send->lentReturned() &&
+        reader->cpu.load(std::memory_order_relaxed) == cpu) {
+      return true;
+    }
+  }
   for (size_t l = 0; l < plan_.lanes.size(); ++l) {
     const LaneState& state = lanes_[l];
     const Lane& lane = plan_.lanes[l];

@@ -86,9 +86,11 @@ class PlanRun {
     const Waker* blockedOn = nullptr;  // the peer the current step last waited for
   };
 
-  /// Where `bytes` of `src` can be lent to the receiver of `send` rather than copied into its
-  /// FIFO (see lendable_), or nothing.
-  std::optional<LentSpan> lendable(const SendConnector& send, BufferRef src, uint32_t bytes);
+  /// Where the `bytes` that `step` sends (lentSource) can be lent to the receiver of `send`
+  /// rather than copied into its FIFO, or nothing: a collective's (a lone send must not wait
+  /// for its receiver) step marked kStepLendable, sending more than a FIFO line holds, to a
+  /// receiver that can read where they lie.
+  std::optional<LentSpan> lendable(const SendConnector& send, const Step& step, uint32_t bytes);
   /// Lends them (after send->lineFree()) and remembers to wait for their return.
   void lend(SendConnector* send, int peer, uint32_t bytes, const LentSpan& span);
   /// Whether every peer this run lent to has released what it lent.
@@ -128,12 +130,8 @@ class PlanRun {
   LaneState* lanes_;
   /// Write Output with non-temporal stores: allowed by the caller and larger than the cache.
   bool streamOutput_ = false;
-  /// Sends from Input may be lent: a collective (a lone send must not wait for its receiver)
-  /// whose Input no step writes (out of place).
-  bool lendInput_ = false;
-  /// Sends from Output may be lent: a collective whose Output bytes are each written once, so
-  /// what a step sends from there is final (out of place).
-  bool lendOutput_ = false;
+  /// Whether this run may lend at all (mayLend in executor.cc).
+  bool lends_ = false;
   /// Where Input and Output lie in shared buffers: looked up when a send could first use it.
   struct SharedSpan {
     enum class State : uint8_t { kUnknown, kNo, kYes } state = State::kUnknown;

@@ -150,6 +150,53 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SharedBufferTest,
                                   sharedBufferVariants()[std::get<1>(info.param)].name;
                          });
 
+// In place, what a rank sends is lent once nothing of the call writes over it again: a ring
+// all-reduce lends the blocks it completes. Each rank frees its buffer before it looks, so a
+// braid buffer still mapped is its peer's, read in place.
+TEST(SharedBufferInPlace, RingAllReduceLendsTheBlocksItCompletes) {
+  constexpr size_t kCount = 1 << 18;
+  auto outcomes = runRanks(
+      2,
+      [&](int rank, const braidUniqueId& id) -> std::string {
+        Settings settings;
+        settings.add("BRAID_ALGO=ring");
+        settings.add("BRAID_TIMEOUT=60");
+        braidComm_t comm = nullptr;
+        if (braidCommInitRankConfig(&comm, 2, id, rank, settings.config()) != braidSuccess) {
+          return std::string("init failed: ") + braidGetLastError(nullptr);
+        }
+        void* memory = nullptr;
+        if (braidMemAlloc(&memory, kCount * sizeof(float)) != braidSuccess) {
+          braidCommDestroy(comm);
+          return std::string("braidMemAlloc: ") + braidGetLastError(nullptr);
+        }
+        auto* data = static_cast<float*>(memory);
+        std::string error;
+        for (int call = 0; call < 3 && error.empty(); ++call) {
+          for (size_t i = 0; i < kCount; ++i) data[i] = float(i % 1000) + float(rank + call);
+          if (braidAllReduce(data, data, kCount, braidFloat32, braidSum, comm, nullptr) !=
+              braidSuccess) {
+            error = std::string("all-reduce: ") + braidGetLastError(comm);
+          }
+          for (size_t i = 0; i < kCount && error.empty(); ++i) {
+            const float want = 2 * float(i % 1000) + float(1 + 2 * call);
+            if (data[i] != want) {
+              error = "element " + std::to_string(i) + " is " + std::to_string(data[i]) +
+                      ", not " + std::to_string(want);
+            }
+          }
+        }
+        braidMemFree(memory);
+        const int peersMapped = sharedBufferMappings();
+        braidCommDestroy(comm);
+        if (!error.empty()) return error;
+        if (peersMapped == 0) return "the peer's buffer was never read in place";
+        return "";
+      },
+      /*deadlineSeconds=*/120);
+  EXPECT_EQ(failures(outcomes), "");
+}
+
 // A few hundred random calls (collective, type, op, count, root, in-place) in the same order on
 // every rank, as an application would issue them.
 std::vector<CollCase> randomCases(int nranks, uint32_t seed, int ncases) {
