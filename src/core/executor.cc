@@ -20,20 +20,24 @@ constexpr uint32_t kMinLentBytes = kSmallBytes + 1;
 // copying rank would start its next call. Below about a MiB that wait costs more than the copy
 // saves (4 ranks, rhd, 128 KiB: 74-78 us a call lent against 55-64 copied; 2 ranks, 256 KiB:
 // 36-40 against 33-35); from it lending wins (4 ranks, rhd, 1 MiB: 351-384 us against 420-470;
-// 16 MiB: 5.7-5.9 ms against 8.0; 2 ranks, 4 MiB: 505-536 us against 588-810).
+// 16 MiB: 5.7-5.9 ms against 8.0; 2 ranks, 4 MiB: 505-536 us against 588-810; 16 MiB: 1.9-2.1 ms
+// against 2.3). Large calls copy again: in place, a copying rank rewrites lines it has just read,
+// and 2 ranks at 64 MiB took 16.8-21.7 ms a call lent against 13.1-13.8 copied.
 constexpr uint64_t kMinInPlaceLentCallBytes = uint64_t{1} << 20;
+constexpr uint64_t kMaxInPlaceLentCallBytes = uint64_t{32} << 20;
 
 bool overlap(const char* a, uint64_t aBytes, const char* b, uint64_t bBytes) {
   return a < b + bBytes && b < a + aBytes;
 }
 
 // Whether a run may lend at all: a collective (a lone send must not wait for its receiver),
-// and in place only a large one.
+// and in place only one of middling size.
 bool mayLend(const Plan& plan, const PlanBuffers& buffers, const CallDescriptor& call) {
   if (call.coll == static_cast<uint8_t>(Collective::kSend)) return false;
   const bool inPlace =
       overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes);
-  return !inPlace || std::max(plan.inputBytes, plan.outputBytes) >= kMinInPlaceLentCallBytes;
+  const uint64_t bytes = std::max(plan.inputBytes, plan.outputBytes);
+  return !inPlace || (bytes >= kMinInPlaceLentCallBytes && bytes < kMaxInPlaceLentCallBytes);
 }
 
 // Copies `value` to each of `dsts`, two at a time (one pass over the value per pair).
