@@ -7,7 +7,10 @@
 # (summary.txt, gpu_check_logs.tar.gz). Exit status 0 only when every step passed.
 #
 #   perf/gpu_check.sh                 run the check (BRAID_GPU_CHECK_REUSE=1: keep an existing
-#                                     build-gpu-check; BRAID_GPU_CHECK_BUDGET: seconds, default 470)
+#                                     build-gpu-check; BRAID_GPU_CHECK_BUDGET: seconds, default 470;
+#                                     BRAID_GPU_CHECK_PREBUILT=DIR: run the programs of a build
+#                                     made elsewhere with the same options, building only when
+#                                     they cannot start here)
 #   perf/gpu_check.sh --fetch-deps    (on a Debian/Ubuntu machine with network access) downloads
 #                                     the .deb files of the build dependencies (GoogleTest, Google
 #                                     Benchmark, OpenSSL headers, pkg-config) into build-gpu-deps/
@@ -102,16 +105,29 @@ fi
 # ---- Build: only what the check runs.
 options=(-Dcuda=enabled -Dhwloc=disabled -Dibverbs=disabled -Dbuildtype=release -Dtests=true
          -Dbenchmarks=true)
-for opt in nccl_compat:false python:disabled docs:disabled peers:false fuzz:false; do
+for opt in nccl_compat:true python:disabled docs:disabled peers:false fuzz:false; do
   grep -q "option('${opt%%:*}'" meson_options.txt && options+=("-D${opt%%:*}=${opt#*:}")
 done
 # BRAID_GPU_CHECK_REUSE=1 keeps an existing build (a rerun after a timeout, say).
-if [ -z "${BRAID_GPU_CHECK_REUSE:-}" ] || [ ! -f "$BUILD/build.ninja" ]; then
-  rm -rf "$BUILD"
-  step configure 90 meson setup "$BUILD" "${options[@]}" || finish
+TARGETS=(tests/gpu/braid_gpu_tests tests/gpu/braid_gpu_kernel_tests tests/gpu/gpu_benchmark
+         perf/braid-perf compat/nccl/libnccl.so.2.28.3)
+prebuilt_runs() {
+  for target in "${TARGETS[@]}"; do [ -f "$1/$target" ] || return 1; done
+  "$1/tests/gpu/braid_gpu_kernel_tests" --gtest_list_tests >/dev/null 2>&1 &&
+    "$1/perf/braid-perf" --help >/dev/null 2>&1
+}
+if [ -n "${BRAID_GPU_CHECK_PREBUILT:-}" ] && prebuilt_runs "$BRAID_GPU_CHECK_PREBUILT"; then
+  BUILD=$BRAID_GPU_CHECK_PREBUILT
+  say "   using the programs built in $BUILD"
+else
+  [ -n "${BRAID_GPU_CHECK_PREBUILT:-}" ] && say "   $BRAID_GPU_CHECK_PREBUILT does not run here: building"
+  # BRAID_GPU_CHECK_REUSE=1 keeps an existing build (a rerun after a timeout, say).
+  if [ -z "${BRAID_GPU_CHECK_REUSE:-}" ] || [ ! -f "$BUILD/build.ninja" ]; then
+    rm -rf "$BUILD"
+    step configure 90 meson setup "$BUILD" "${options[@]}" || finish
+  fi
+  step build 270 ninja -C "$BUILD" "${TARGETS[@]}" || finish
 fi
-step build 270 ninja -C "$BUILD" tests/gpu/braid_gpu_tests tests/gpu/braid_gpu_kernel_tests \
-  tests/gpu/gpu_benchmark perf/braid-perf || finish
 
 # counts XML: one line of test counts; fails when a test that needs a GPU was skipped (only the
 # GpuAbsent tests skip on a machine that has one).
@@ -145,8 +161,14 @@ counts "$LOGS/kernel_tests.xml"
 step stream_graph_failure_tests 100 "$BUILD/tests/gpu/braid_gpu_tests" \
   --gtest_filter='GpuStream.*:GpuFailure.*:GpuAbsent.*' --gtest_output="xml:$LOGS/stream_tests.xml"
 counts "$LOGS/stream_tests.xml"
+# Two ranks with the defaults first, so that a hang further on still leaves a verdict on them.
+step collective_tests_n2 45 "$BUILD/tests/gpu/braid_gpu_tests" \
+  --gtest_filter='Ranks/GpuCollectiveTest.*/n2_defaults' \
+  --gtest_output="xml:$LOGS/collective_tests_n2.xml"
+counts "$LOGS/collective_tests_n2.xml"
 step collective_tests 120 "$BUILD/tests/gpu/braid_gpu_tests" \
-  --gtest_filter='Ranks/GpuCollectiveTest.*' --gtest_output="xml:$LOGS/collective_tests.xml"
+  --gtest_filter='Ranks/GpuCollectiveTest.*-*/n2_defaults' \
+  --gtest_output="xml:$LOGS/collective_tests.xml"
 counts "$LOGS/collective_tests.xml"
 
 # ---- Kernel bandwidth against cudaMemcpy.
@@ -187,5 +209,30 @@ for np in 2 4; do
   grep -iE "bus bandwidth|wrong" "$LOGS/braid_perf_allreduce_np$np.log" | tail -n 2 \
     | sed 's/^/      /' | tee -a "$SUMMARY"
 done
+
+for coll in broadcast reduce allgather reducescatter alltoall; do
+  step "braid_perf_${coll}_np2" 30 "$BUILD/perf/braid-perf" "$coll" --np 2 --device \
+    -b 1K -e 64M -f 64 -n 5 -w 2 -c 1 -T 20
+  grep -E "^ +[0-9]+ " "$LOGS/braid_perf_${coll}_np2.log" | tail -n 1 | sed "s/^/      $coll /" \
+    | tee -a "$SUMMARY"
+done
+
+# ---- PyTorch's nccl backend on the shim (where this python3 has torch with CUDA).
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  torch_lib=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
+  # The NCCL functions PyTorch imports that the shim does not export (informational).
+  nm -D --undefined-only "$torch_lib"/libtorch_cuda.so 2>/dev/null | awk '{print $2}' \
+    | grep -E '^(nccl|pnccl)' | sort -u >"$LOGS/torch_nccl_imports.txt"
+  nm -D --defined-only "$BUILD/compat/nccl/libnccl.so.2.28.3" | awk '{print $3}' | sort -u \
+    >"$LOGS/shim_exports.txt"
+  say "   PyTorch imports $(wc -l <"$LOGS/torch_nccl_imports.txt") NCCL symbols; not in the shim:" \
+    "$(comm -23 "$LOGS/torch_nccl_imports.txt" "$LOGS/shim_exports.txt" | tr '\n' ' ')"
+  step torch_ddp 150 env PYTHONUNBUFFERED=1 python3 compat/nccl/tests/torch_ddp.py \
+    "$BUILD/compat/nccl/libnccl.so.2.28.3"
+  grep -E "^torch |^DDP |FAILED|exit codes" "$LOGS/torch_ddp.log" | head -n 8 | sed 's/^/      /' \
+    | tee -a "$SUMMARY"
+else
+  say "SKIP  torch_ddp: no python3 with CUDA-enabled torch"
+fi
 
 finish
