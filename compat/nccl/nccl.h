@@ -159,6 +159,16 @@ NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* 
  *  new communicator inherits the parent's settings. */
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                        ncclConfig_t* config);
+
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+/** Called by every rank of comm that is not in excludeRanksList (the excluded ranks do not call):
+ *  newcomm holds the callers, ranked in their old order. comm must be healthy and is left as it
+ *  was; NCCL_SHRINK_ABORT (shrinking around failed ranks) is refused with ncclInvalidArgument.
+ *  newcomm's settings come from config and the environment, as for ncclCommInitRankConfig. */
+NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
+                                        int excludeRanksCount, ncclComm_t* newcomm,
+                                        ncclConfig_t* config, int shrinkFlags);
 /** Ends the use of comm for communication: waits for its operations; afterwards only
  *  ncclCommDestroy / ncclCommAbort and the queries are valid. */
 NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm);
@@ -177,6 +187,24 @@ NCCL_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
 NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
                                           void** handle);
 NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+
+/** Window registration (NCCL's symmetric-memory windows). Braid has no symmetric kernels: a
+ *  window is a registration like ncclCommRegister's, and winFlags are accepted and ignored. */
+typedef struct ncclWindow* ncclWindow_t;
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
+                                                ncclWindow_t* win, int winFlags);
+NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/** NCCL's device-side API (communicators used from the caller's own kernels) is not provided:
+ *  both calls fail with ncclInvalidUsage. The structs stay opaque. */
+struct ncclDevCommRequirements;
+struct ncclDevComm;
+NCCL_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm,
+                                           const struct ncclDevCommRequirements* reqs,
+                                           struct ncclDevComm* outDevComm);
+NCCL_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
 
 /* ---------------------------------------------------------------------------------------------
  * Data types and reductions
@@ -273,6 +301,22 @@ NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
 /** Calls between Start and End are queued and run together at End. Nestable. */
 NCCL_EXPORT ncclResult_t ncclGroupStart(void);
 NCCL_EXPORT ncclResult_t ncclGroupEnd(void);
+
+/** What ncclGroupSimulateEnd fills in; NCCL's layout. */
+typedef struct {
+  size_t size;          /* sizeof(ncclSimInfo_t) of the caller's header */
+  unsigned int magic;   /* not read by Braid */
+  unsigned int version; /* NCCL_VERSION_CODE of the caller's header */
+  float estimatedTime;  /* microseconds */
+} ncclSimInfo_t;
+#define NCCL_SIM_INFO_INITIALIZER                                                       \
+  {                                                                                     \
+    sizeof(ncclSimInfo_t), 0x74685283u, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
+        NCCL_UNDEF_FLOAT                                                                \
+  }
+/** Braid does not simulate a group: fails with ncclInvalidUsage and leaves the group open, to be
+ *  ended with ncclGroupEnd. */
+NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 
 #ifdef __cplusplus
 }

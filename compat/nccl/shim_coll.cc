@@ -386,6 +386,15 @@ ncclResult_t ncclGroupStart(void) {
   return r;
 }
 
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* /*simInfo*/) {
+  if (tGroupDepth == 0) {
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  }
+  return fail(ncclInvalidUsage,
+              "ncclGroupSimulateEnd: this library does not simulate groups; the group is still "
+              "open, end it with ncclGroupEnd");
+}
+
 ncclResult_t ncclGroupEnd(void) {
   if (tGroupDepth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   ncclResult_t r = fromBraid(braidGroupEnd());

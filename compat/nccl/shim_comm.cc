@@ -1,6 +1,7 @@
 // NCCL communicator management on Braid: version, errors, memory, creation (with NCCL_* and
 // ncclConfig_t translated to Braid settings), split, finalize/destroy/abort, queries, buffer
 // registration.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -345,6 +346,71 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return ncclSuccess;
 }
 
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  *newcomm = nullptr;
+  ncclResult_t r = ncclSuccess;
+  std::shared_ptr<ncclComm> parent = findComm(comm, "ncclCommShrink", &r);
+  if (!parent) return r;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT) {
+    return fail(ncclInvalidArgument,
+                "ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
+                    " not supported (only NCCL_SHRINK_DEFAULT, on a healthy comm)",
+                parent.get());
+  }
+  int n = 0, rank = 0;
+  if ((r = fromBraid(braidCommCount(parent->braid, &n), parent.get())) != ncclSuccess) return r;
+  if ((r = fromBraid(braidCommUserRank(parent->braid, &rank), parent.get())) != ncclSuccess) return r;
+  if (excludeRanksCount < 0 || excludeRanksCount >= n ||
+      (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+    return fail(ncclInvalidArgument,
+                "ncclCommShrink: excludeRanksCount " + std::to_string(excludeRanksCount) +
+                    " with a comm of " + std::to_string(n) + " ranks (and a list unless 0)",
+                parent.get());
+  }
+  std::vector<bool> excluded(n, false);
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    const int x = excludeRanksList[i];
+    if (x < 0 || x >= n) {
+      return fail(ncclInvalidArgument,
+                  "ncclCommShrink: excluded rank " + std::to_string(x) + " is not in 0.." +
+                      std::to_string(n - 1),
+                  parent.get());
+    }
+    excluded[x] = true;
+  }
+  if (excluded[rank]) {
+    return fail(ncclInvalidUsage,
+                "ncclCommShrink: rank " + std::to_string(rank) +
+                    " is in excludeRanksList (excluded ranks do not call it)",
+                parent.get());
+  }
+  std::vector<int> kept;
+  for (int p = 0; p < n; ++p) {
+    if (!excluded[p]) kept.push_back(p);
+  }
+  // The first kept rank makes the new communicator's id and hands it to the others over comm.
+  ncclUniqueId id{};
+  const int leader = kept.front();
+  if (rank == leader) {
+    if ((r = ncclGetUniqueId(&id)) != ncclSuccess) return r;
+    for (size_t i = 1; i < kept.size() && r == ncclSuccess; ++i) {
+      r = fromBraid(braidSend(id.internal, sizeof(id.internal), braidUint8, kept[i],
+                              parent->braid, nullptr),
+                    parent.get());
+    }
+  } else {
+    r = fromBraid(braidRecv(id.internal, sizeof(id.internal), braidUint8, leader, parent->braid,
+                            nullptr),
+                  parent.get());
+  }
+  if (r != ncclSuccess) return r;
+  const int newRank = static_cast<int>(
+      std::lower_bound(kept.begin(), kept.end(), rank) - kept.begin());
+  return initRank(newcomm, static_cast<int>(kept.size()), id, newRank, config, "ncclCommShrink");
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclResult_t r = ncclSuccess;
   std::shared_ptr<ncclComm> c = findComm(comm, "ncclCommFinalize", &r);
@@ -442,6 +508,34 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return fail(ncclInvalidArgument,
               "ncclCommDeregister: handle was not returned by ncclCommRegister on this comm",
               c.get());
+}
+
+}  // extern "C"
+
+extern "C" {
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int /*winFlags*/) {
+  if (win == nullptr) return fail(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  void* handle = nullptr;
+  ncclResult_t r = ncclCommRegister(comm, buff, size, &handle);
+  *win = static_cast<ncclWindow_t>(handle);
+  return r;
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return ncclCommDeregister(comm, win);
+}
+
+ncclResult_t ncclDevCommCreate(ncclComm_t /*comm*/, const ncclDevCommRequirements* /*reqs*/,
+                               ncclDevComm* /*outDevComm*/) {
+  return fail(ncclInvalidUsage,
+              "ncclDevCommCreate: NCCL's device-side API is not provided by this library");
+}
+
+ncclResult_t ncclDevCommDestroy(ncclComm_t /*comm*/, const ncclDevComm* /*devComm*/) {
+  return fail(ncclInvalidUsage,
+              "ncclDevCommDestroy: NCCL's device-side API is not provided by this library");
 }
 
 }  // extern "C"

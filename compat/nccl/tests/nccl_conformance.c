@@ -423,6 +423,40 @@ static void checkSplit(ncclComm_t comm, int rank, int n) {
   NCCL_OK(ncclCommDestroy(sub));
 }
 
+static void checkShrink(ncclComm_t comm, int rank, int n) {
+  /* Rank 0 is left out; the others form a communicator ranked in their old order. */
+  if (rank == 0) return;
+  int excluded[] = {0};
+  ncclComm_t small = NULL;
+  NCCL_OK(ncclCommShrink(comm, excluded, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+  int count = 0, me = -1;
+  NCCL_OK(ncclCommCount(small, &count));
+  NCCL_OK(ncclCommUserRank(small, &me));
+  CHECK(count == n - 1 && me == rank - 1, "shrunk comm: %d ranks, rank %d", count, me);
+  int64_t mine = rank, sum = 0;
+  NCCL_OK(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, small, NULL));
+  CHECK(sum == (int64_t)n * (n - 1) / 2, "allreduce on the shrunk communicator: %lld",
+        (long long)sum);
+  NCCL_OK(ncclCommDestroy(small));
+  ncclComm_t refused = NULL;
+  int self[] = {rank};
+  CHECK(ncclCommShrink(comm, self, 1, &refused, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage &&
+            refused == NULL,
+        "a rank that excludes itself is refused");
+  CHECK(ncclCommShrink(comm, excluded, 1, &refused, NULL, NCCL_SHRINK_ABORT) ==
+            ncclInvalidArgument,
+        "NCCL_SHRINK_ABORT is refused");
+}
+
+static void checkUnsupportedCalls(ncclComm_t comm) {
+  CHECK(ncclDevCommCreate(comm, NULL, NULL) == ncclInvalidUsage, "ncclDevCommCreate");
+  CHECK(strstr(ncclGetLastError(NULL), "device-side API") != NULL, "ncclDevCommCreate's reason");
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  NCCL_OK(ncclGroupStart());
+  CHECK(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage, "ncclGroupSimulateEnd is refused");
+  NCCL_OK(ncclGroupEnd()); /* the group stayed open */
+}
+
 static void checkMemoryAndRegistration(ncclComm_t comm, int rank, int n) {
   double* buf = NULL;
   NCCL_OK(ncclMemAlloc((void**)&buf, 64 * sizeof(double)));
@@ -435,6 +469,12 @@ static void checkMemoryAndRegistration(ncclComm_t comm, int rank, int n) {
   CHECK(buf[5] == n - 1 + 5, "allreduce in ncclMemAlloc memory");
   NCCL_OK(ncclCommDeregister(comm, handle));
   CHECK(ncclCommDeregister(comm, handle) == ncclInvalidArgument, "double deregister");
+  ncclWindow_t win = NULL;
+  NCCL_OK(ncclCommWindowRegister(comm, buf, 64 * sizeof(double), &win, NCCL_WIN_COLL_SYMMETRIC));
+  NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat64, ncclSum, comm, NULL));
+  CHECK(buf[0] == (double)n * (n - 1), "allreduce in a registered window: %g", buf[0]);
+  NCCL_OK(ncclCommWindowDeregister(comm, win));
+  CHECK(ncclCommWindowDeregister(comm, win) == ncclInvalidArgument, "double window deregister");
   NCCL_OK(ncclMemFree(buf));
   int local = 0;
   CHECK(ncclMemFree(&local) == ncclInvalidArgument, "freeing foreign memory");
@@ -460,6 +500,8 @@ static int rankMain(int rank, int n, ncclUniqueId id, ncclUniqueId ids[2]) {
   checkPreMulSum(comm, rank, n);
   checkErrors(comm, rank, n);
   checkSplit(comm, rank, n);
+  checkShrink(comm, rank, n);
+  checkUnsupportedCalls(comm);
   checkMemoryAndRegistration(comm, rank, n);
 
   ncclResult_t async = ncclInternalError;
