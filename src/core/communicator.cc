@@ -24,6 +24,13 @@ namespace {
 // Channels set up when BRAID_NCHANNELS does not fix them: FIFOs cost address space, not memory,
 // until a plan first uses them.
 constexpr int kDefaultMaxChannels = 4;
+// A device call's channels are thread blocks: one block moves far less than the GPU's memory
+// can, so device calls spread over many. Measured on an H200, 2 ranks sharing it under MPS,
+// all-reduce busbw at 16 / 128 MiB: 15 / 8.3 GB/s on the host's 1-2 channels, 54 / 58 on 8,
+// 92 / 109 on 16, 123 / 195 on 32; at 2 MiB 8 and 16 channels were best (66 and 64 us) and 32
+// slower (79 us). Hence up to 32 channels, one per 256 KiB of the call.
+constexpr int kDefaultDeviceMaxChannels = 32;
+constexpr uint64_t kDeviceBytesPerChannel = 256 << 10;
 constexpr size_t kPlanCacheEntries = 64;
 std::unique_ptr<Logger> makeLogger(const Config& config) {
   return std::make_unique<Logger>(config.debugLevel, config.debugSubsys, config.debugFile);
@@ -115,6 +122,7 @@ Status Communicator::setUp() {
   if (identity) ring_.clear();
 
   maxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultMaxChannels;
+  deviceMaxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultDeviceMaxChannels;
   TransportContext ctx;
   ctx.bootstrap = bootstrap_.get();
   ctx.config = &config_;
@@ -258,29 +266,41 @@ size_t Communicator::PlanKeyHash::operator()(const PlanRequest& r) const {
   return h;
 }
 
-Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& request) {
-  auto it = planCache_.find(request);
-  if (it != planCache_.end()) return it->second;
+Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& request, bool onDevice) {
+  auto& cache = onDevice ? devicePlanCache_ : planCache_;
+  auto it = cache.find(request);
+  if (it != cache.end()) return it->second;
   ASSIGN_OR_RETURN(Plan built, buildPlan(request));
   // Every call that exchanges data also checks itself against its ring neighbours' (or its
   // peer's) on a channel of its own, so that a mismatch fails whatever route the data takes.
   // It costs one empty slot per call; BRAID_CALL_CHECK=0 turns it off (the same on every rank).
-  if (config_.callCheck != 0) addCallCheckLane(built, request, maxChannels_);
+  if (config_.callCheck != 0) {
+    addCallCheckLane(built, request, onDevice ? deviceMaxChannels_ : maxChannels_);
+  }
   built.sendWindow = sendWindowFor(built, config_.fifoBytes);
   markLendableSends(built, request);
   BRAID_LOG(*logger_, kTrace, kColl, "planned %s", describePlan(built).c_str());
-  if (planCache_.size() >= kPlanCacheEntries) planCache_.clear();
+  if (cache.size() >= kPlanCacheEntries) cache.clear();
   auto shared = std::make_shared<const Plan>(std::move(built));
-  planCache_.emplace(request, shared);
+  cache.emplace(request, shared);
   return shared;
+}
+
+int Communicator::deviceChannels(const Choice& choice, uint64_t bytes) const {
+  // Channels the user fixed (BRAID_NCHANNELS, or in BRAID_ALGO) stay as they are.
+  if (config_.nchannels > 0 || choice.source == ChoiceSource::kOverride) return choice.nchannels;
+  const uint64_t wanted = bytes / kDeviceBytesPerChannel;
+  return static_cast<int>(std::clamp<uint64_t>(wanted, uint64_t(choice.nchannels),
+                                               uint64_t(deviceMaxChannels_)));
 }
 
 Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t elemSize,
                             RecentPlan& recentPlan) {
   const uint64_t bytes = args.count * elemSize;
   RecentChoice& recent = recentChoice_[static_cast<int>(args.coll)];
-  if (!recent.valid || recent.bytes != bytes) {
-    recent = RecentChoice{bytes, tuner_.choose(args.coll, bytes), true};
+  if (!recent.valid || recent.bytes != bytes || recent.onDevice != args.onDevice) {
+    recent = RecentChoice{bytes, tuner_.choose(args.coll, bytes), true, args.onDevice};
+    if (args.onDevice) recent.choice.nchannels = deviceChannels(recent.choice, bytes);
   }
   const Choice choice = recent.choice;
 
@@ -301,7 +321,7 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
   }
   request.ring = ring_;
   if (choice.algo == Algorithm::kHier) request.hosts = hostIndex_;
-  ASSIGN_OR_RETURN(recentPlan.plan, plan(request));
+  ASSIGN_OR_RETURN(recentPlan.plan, plan(request, args.onDevice));
   const kernels::Reducer& last = recentPlan.reducer;
   if (last.type() != args.dtype || last.op() != key.op || last.nranks() != nranks_) {
     recentPlan.reducer = kernels::Reducer(args.dtype, key.op, nranks_);
@@ -314,7 +334,8 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
 Result<PreparedCall> Communicator::prepare(const CallArgs& args, bool share) {
   const size_t elemSize = dataTypeSize(args.dtype);
   const braidRedOp_t op = isReduction(args.coll) ? args.op : braidSum;
-  const CallKey key{args.count, args.dtype, op, args.root, isInPlace(args, rank_, elemSize)};
+  const CallKey key{args.count,  args.dtype, op, args.root, isInPlace(args, rank_, elemSize),
+                    args.onDevice};
   // Training loops repeat the same calls: a call like the last one of its collective reuses its
   // plan and reduction kernels as they are.
   RecentPlan& recentPlan = recentPlan_[static_cast<int>(args.coll)];

@@ -36,6 +36,7 @@ struct CallArgs {
   braidDataType_t dtype = braidFloat32;
   braidRedOp_t op = braidSum;
   int root = 0;  ///< root of Broadcast/Reduce, peer of Send/Recv
+  bool onDevice = false;  ///< buffers in device memory: the device executor runs the call
 };
 
 /// A call made ready to run: its plan, buffers and the descriptor peers will check.
@@ -60,6 +61,8 @@ class Communicator final : public ProgressClient {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  /// Channels the device path's FIFOs carry for the algorithms (its call check's come after).
+  int deviceMaxChannels() const { return deviceMaxChannels_; }
   const Config& config() const { return config_; }
   const Logger& logger() const { return *logger_; }
   const Tuner& tuner() const { return tuner_; }
@@ -105,13 +108,16 @@ class Communicator final : public ProgressClient {
                                                              Config config,
                                                              std::unique_ptr<Logger> logger);
   Status setUp();
-  Result<std::shared_ptr<const Plan>> plan(const PlanRequest& request);
+  Result<std::shared_ptr<const Plan>> plan(const PlanRequest& request, bool onDevice);
+  /// The channels a device call of `bytes` runs on, from the tuner's host choice.
+  int deviceChannels(const Choice& choice, uint64_t bytes) const;
 
   Config config_;
   std::unique_ptr<Logger> logger_;
   int rank_ = 0;
   int nranks_ = 1;
   int maxChannels_ = 1;
+  int deviceMaxChannels_ = 1;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<PeerInfo> peers_;
   std::unique_ptr<ShmTransport> shm_;
@@ -123,6 +129,7 @@ class Communicator final : public ProgressClient {
     uint64_t bytes = 0;
     Choice choice;
     bool valid = false;
+    bool onDevice = false;
   };
   RecentChoice recentChoice_[kNumCollectives];
   /// What decides a call's plan and kernels besides its collective.
@@ -132,6 +139,7 @@ class Communicator final : public ProgressClient {
     braidRedOp_t op = braidSum;  ///< sum for collectives that do not reduce
     int root = 0;
     bool inPlace = false;
+    bool onDevice = false;
     bool operator==(const CallKey&) const = default;
   };
   struct RecentPlan {
@@ -148,7 +156,9 @@ class Communicator final : public ProgressClient {
   struct PlanKeyHash {
     size_t operator()(const PlanRequest& r) const;
   };
+  /// Host and device plans apart: their call-check lanes sit on different channels.
   std::unordered_map<PlanRequest, std::shared_ptr<const Plan>, PlanKeyHash> planCache_;
+  std::unordered_map<PlanRequest, std::shared_ptr<const Plan>, PlanKeyHash> devicePlanCache_;
 
   std::unique_ptr<char, void (*)(void*)> scratch_{nullptr, &std::free};
   size_t scratchBytes_ = 0;

@@ -38,7 +38,7 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(Communicator& comm, Boots
   d->device_ = device;
   d->rank_ = comm.rank();
   d->nranks_ = comm.nranks();
-  d->maxChannels_ = comm.connectors().maxChannels();
+  d->maxChannels_ = comm.deviceMaxChannels() + 1;  // the algorithms' channels, then the call check's
   d->timeoutNs_ = static_cast<uint64_t>(comm.config().timeoutSeconds * 1e9);
   const Config& config = comm.config();
 

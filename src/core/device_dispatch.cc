@@ -42,6 +42,7 @@ std::vector<int> devicePhases(const std::vector<CallArgs>& calls) {
 Status submitDeviceCall(Communicator* comm, const CallArgs& args, const DeviceRoute& route,
                         braidStream_t stream) {
   DeviceCallRequest request{comm, args, route, stream};
+  request.args.onDevice = true;
   if (inGroup()) {
     tQueued.push_back(request);
     return okStatus();
