@@ -287,8 +287,9 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
 }
 
 int Communicator::deviceChannels(const Choice& choice, uint64_t bytes) const {
-  // Channels the user fixed (BRAID_NCHANNELS, or in BRAID_ALGO) stay as they are.
-  if (config_.nchannels > 0 || choice.source == ChoiceSource::kOverride) return choice.nchannels;
+  // Channels the user fixed (BRAID_NCHANNELS) stay as they are; BRAID_ALGO names only the
+  // algorithm.
+  if (config_.nchannels > 0) return choice.nchannels;
   const uint64_t wanted = bytes / kDeviceBytesPerChannel;
   return static_cast<int>(std::clamp<uint64_t>(wanted, uint64_t(choice.nchannels),
                                                uint64_t(deviceMaxChannels_)));

@@ -1,0 +1,81 @@
+// Communicator::prepare: the plan a call gets, host or device (plans only: no data moves, so
+// device calls are planned here without a GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "braid.h"
+#include "core/comm_handle.h"
+#include "core/communicator.h"
+
+namespace braid {
+namespace {
+
+/// The channels a plan's lanes use.
+std::set<int> channelsOf(const Plan& plan) {
+  std::set<int> channels;
+  for (const Lane& lane : plan.lanes) channels.insert(lane.channel);
+  return channels;
+}
+
+class TwoRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* settings[] = {"BRAID_ALGO=ring", nullptr};
+    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+    config.settings = settings;
+    ASSERT_EQ(braidCommInitAllConfig(comms_, 2, nullptr, &config), braidSuccess)
+        << braidGetLastError(nullptr);
+  }
+  void TearDown() override {
+    for (braidComm_t c : comms_) {
+      if (c != nullptr) braidCommDestroy(c);
+    }
+  }
+  Communicator& rank0() { return *comms_[0]->impl; }
+
+  braidComm_t comms_[2] = {nullptr, nullptr};
+};
+
+TEST_F(TwoRanks, DeviceCallsSpreadOverAChannelPer256KiB) {
+  std::vector<float> in(size_t{4} << 20), out(in.size());  // 16 MiB
+  CallArgs args;
+  args.coll = Collective::kAllReduce;
+  args.sendbuff = in.data();
+  args.recvbuff = out.data();
+  args.count = in.size();
+
+  Result<PreparedCall> host = rank0().prepare(args);
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  const std::set<int> hostChannels = channelsOf(*host.value().plan);
+
+  args.onDevice = true;
+  Result<PreparedCall> device = rank0().prepare(args);
+  ASSERT_TRUE(device.ok()) << device.status().message();
+  const std::set<int> deviceChannels = channelsOf(*device.value().plan);
+
+  // 16 MiB is 64 times 256 KiB: every one of the 32 device channels, then the call check's lane
+  // on the channel after them; host calls stay within the host's channels.
+  const int deviceMax = rank0().deviceMaxChannels();
+  EXPECT_EQ(deviceMax, 32);
+  EXPECT_EQ(deviceChannels.size(), size_t(deviceMax) + 1);
+  EXPECT_EQ(*deviceChannels.rbegin(), deviceMax);
+  EXPECT_LT(hostChannels.size(), deviceChannels.size());
+  EXPECT_LT(*hostChannels.rbegin(), deviceMax);
+
+  // A small device call keeps the tuner's channels: 64 KiB is less than one 256 KiB share.
+  args.count = 16 << 10;
+  args.onDevice = false;
+  Result<PreparedCall> smallHost = rank0().prepare(args);
+  ASSERT_TRUE(smallHost.ok()) << smallHost.status().message();
+  const size_t smallHostChannels = channelsOf(*smallHost.value().plan).size();
+  args.onDevice = true;
+  Result<PreparedCall> smallDevice = rank0().prepare(args);
+  ASSERT_TRUE(smallDevice.ok()) << smallDevice.status().message();
+  EXPECT_EQ(channelsOf(*smallDevice.value().plan).size(), smallHostChannels);
+}
+
+}  // namespace
+}  // namespace braid
