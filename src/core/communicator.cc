@@ -335,7 +335,7 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
 Result<PreparedCall> Communicator::prepare(const CallArgs& args, bool share) {
   const size_t elemSize = dataTypeSize(args.dtype);
   const braidRedOp_t op = isReduction(args.coll) ? args.op : braidSum;
-  const CallKey key{args.count,  args.dtype, op, args.root, isInPlace(args, rank_, elemSize),
+  const CallKey key{args.count, args.dtype, op, args.root, isInPlace(args, rank_, elemSize),
                     args.onDevice};
   // Training loops repeat the same calls: a call like the last one of its collective reuses its
   // plan and reduction kernels as they are.
