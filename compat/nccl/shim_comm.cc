@@ -1,6 +1,6 @@
 // NCCL communicator management on Braid: version, errors, memory, creation (with NCCL_* and
-// ncclConfig_t translated to Braid settings), split, finalize/destroy/abort, queries, buffer
-// registration.
+// ncclConfig_t translated to Braid settings), split and shrink, finalize/destroy/abort, queries,
+// buffer and window registration, and refusals of NCCL's device-side API.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -509,10 +509,6 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
               "ncclCommDeregister: handle was not returned by ncclCommRegister on this comm",
               c.get());
 }
-
-}  // extern "C"
-
-extern "C" {
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                     int /*winFlags*/) {
