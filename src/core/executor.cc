@@ -40,7 +40,7 @@ bool mayLend(const Plan& plan, const PlanBuffers& buffers, const CallDescriptor&
   return !inPlace || (bytes >= kMinInPlaceLentCallBytes && bytes < kMaxInPlaceLentCallBytes);
 }
 
-// Copies `value` to each of `dsts`, two at a time (one pass over the value per pair).
+// Copies `value` to each of `dsts`, two at a time (copy2 picks how).
 void copyToAll(char* const* dsts, int n, const char* value, size_t bytes) {
   int i = 0;
   for (; i + 1 < n; i += 2) kernels::copy2(dsts[i], dsts[i + 1], value, bytes);
@@ -251,18 +251,13 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   for (int i = 0; i < step.nsend && shape.sends; ++i) dstLent |= lent[i] && lendsDst;
   const bool streamDst = streamOutput_ && shape.writesDst &&
                          step.dst.buffer == BufferId::kOutput && !dstLent;
-  if (shape.reduces) {
-    // Streaming, the value is combined in a slot (cached) and streamed to dst from there.
-    const int into = streamDst && noutputs >= 2 ? 1 : 0;
-    for (int k = 1; k < noperands; ++k) {
-      const char* acc = k == 1 ? operands[0] : outputs[into];
-      if (finalize && k == noperands - 1) {
-        reducer_.reduceFinal(outputs[into], acc, operands[k], count);
-      } else {
-        reducer_.reduce(outputs[into], acc, operands[k], count);
-      }
-    }
-    spread(outputs, noutputs, into, streamDst, step.bytes);
+  if (shape.reduces && shape.writesDst && (!streamDst || noutputs == 1)) {
+    kernels::reduceAll(reducer_, outputs[0], operands, noperands, count, finalize);
+    spread(outputs, noutputs, 0, false, step.bytes);
+  } else if (shape.reduces) {
+    // Into slots, and a streamed dst: built in a cached buffer and copied out (see reduceToAll).
+    kernels::reduceToAll(reducer_, outputs, noutputs, streamDst, operands, noperands, step.bytes,
+                         finalize);
   } else if (finalize) {
     reducer_.finalize(outputs[0], operands[0], count);
     spread(outputs, noutputs, 0, false, step.bytes);

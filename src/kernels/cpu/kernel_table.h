@@ -27,10 +27,10 @@ struct KernelTable {
   CopyFn copyCached;
   /// Copies with non-temporal stores and ends with a store fence.
   CopyFn copyStreaming;
+  /// One pass of ordinary stores to both destinations. copy2() uses two memcpys for this case
+  /// (see there); the kernel stays as the comparison in BM_FifoStream.
   Copy2Fn copy2Cached;
   Copy2Fn copy2Streaming;
-  /// dst1 with non-temporal stores, dst2 with ordinary ones; ends with a store fence.
-  Copy2Fn copy2StreamFirst;
 };
 
 /// One table per level, each built from reduce_kernels_impl.h under its own target options. Only

@@ -17,16 +17,16 @@ namespace braid::kernels {
 
 /// dst <- src, bytes bytes; dst == src does nothing. Regions must not otherwise overlap.
 void copy(void* dst, const void* src, size_t bytes);
-/// dst1 <- src and dst2 <- src in one pass over src. Either destination may equal src; they must
-/// not otherwise overlap src or each other.
+/// dst1 <- src and dst2 <- src. Either destination may equal src; they must not otherwise
+/// overlap src or each other.
 void copy2(void* dst1, void* dst2, const void* src, size_t bytes);
 
 /// dst <- src with non-temporal stores whatever the size, for data nobody reads soon (the output
 /// of a collective larger than the cache); ends with a store fence. dst == src does nothing.
 void copyStreaming(void* dst, const void* src, size_t bytes);
-/// streamDst <- src with non-temporal stores and cachedDst <- src with ordinary ones, in one pass
-/// over src; ends with a store fence. Either destination may equal src; they must not otherwise
-/// overlap src or each other.
+/// streamDst <- src with non-temporal stores (ending with a store fence) and cachedDst <- src
+/// with ordinary ones. Either destination may equal src; they must not otherwise overlap src or
+/// each other.
 void copy2StreamFirst(void* streamDst, void* cachedDst, const void* src, size_t bytes);
 /// Whether a collective whose buffers on all ranks sharing the cache come to `workingSetBytes`
 /// should write its output around the cache: true once they cannot stay in it anyway, when the
@@ -87,6 +87,19 @@ class Reducer {
   BinaryFn reduceFinal_ = nullptr;
   UnaryFn finalize_ = nullptr;
 };
+
+/// dst = operands[0] op operands[1] op ... op operands[n - 1], count elements, the last step
+/// with the op's post-processing when `finalize` (reduceFinal). n >= 2; dst may alias
+/// operands[0] exactly, no other operand.
+void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, int n,
+               size_t count, bool finalize);
+/// reduceAll's value, `bytes` of it, written to each of `outputs` (outputs[0] with
+/// non-temporal stores when streamFirst) through a small buffer of the calling thread's: for
+/// outputs that other cores read, FIFO slots whose lines sit in their readers' caches, which a
+/// reduce kernel's vector stores would wait on line by line. Outputs may alias operands only at
+/// the same offsets.
+void reduceToAll(const Reducer& reducer, char* const* outputs, int noutputs, bool streamFirst,
+                 const char* const* operands, int noperands, size_t bytes, bool finalize);
 
 /// Scalar float16/bfloat16 conversions (round to nearest even), exposed for tests and checks.
 float halfToFloat(unsigned short h);

@@ -491,20 +491,6 @@ void copyStreamingKernel(void* dst, const void* src, size_t bytes) {
   copy2StreamingKernel(dst, nullptr, src, bytes);
 }
 
-/// dst1 streamed, dst2 through the cache (a FIFO slot the peer reads next), src loaded once.
-void copy2StreamFirstKernel(void* dst1, void* dst2, const void* src, size_t bytes) {
-  auto* d1 = static_cast<std::byte*>(dst1);
-  auto* d2 = static_cast<std::byte*>(dst2);
-  const auto* s = static_cast<const std::byte*>(src);
-  const size_t head = headToLine(d1, bytes);
-  copyPiece(d1, d2, s, head);
-  const size_t lines = (bytes - head) / kLine;
-  copyLines<true, false>(d1 + head, d2 + head, s + head, lines);
-  const size_t done = head + lines * kLine;
-  copyPiece(d1 + done, d2 + done, s + done, bytes - done);
-  _mm_sfence();
-}
-
 KernelTable makeTable(CpuIsa isa) {
   KernelTable t{};
   t.isa = isa;
@@ -522,7 +508,6 @@ KernelTable makeTable(CpuIsa isa) {
   t.copyStreaming = &copyStreamingKernel;
   t.copy2Cached = &copy2CachedKernel;
   t.copy2Streaming = &copy2StreamingKernel;
-  t.copy2StreamFirst = &copy2StreamFirstKernel;
   return t;
 }
 

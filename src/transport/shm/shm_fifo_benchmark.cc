@@ -7,7 +7,11 @@
 // ends run in this process on two threads, or (BM_FifoPingPongProcess) in two processes sharing a
 // /dev/shm segment as ranks do. BM_FifoStream: one-way throughput of a sender copying `bytes`
 // into slots of `chunk` and a receiver copying them out, with `nslots` slots of pipelining
-// (bytes_per_second counts the payload once).
+// (bytes_per_second counts the payload once). `writer` is how the sender fills a slot: 0 as a
+// Send step (kernels::copy), 2 as a CopySend (kernels::copy2, a private copy beside the slot),
+// 4 as a RecvReduceSend (kernels::reduceToAll, float sum of two inputs); 1 and 3 are the ways
+// the last two once did it, for comparison: one pass of vector stores to both destinations
+// (the copy2Cached kernel), and the reduce kernel storing into the slot itself.
 //
 // The echo side spins and yields after a while, so the numbers mean something only with a core
 // per side: run it on a quiet machine, e.g.
@@ -23,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/fifo.h"
 #include "transport/shm/shm_segment.h"
@@ -187,12 +192,15 @@ void BM_FifoStream(benchmark::State& state) {
   const auto total = static_cast<size_t>(state.range(0));
   const auto chunk = static_cast<uint32_t>(state.range(1));
   const auto nslots = static_cast<uint32_t>(state.range(2));
+  const auto writer = state.range(3);
   std::unique_ptr<FifoPair> pair = FifoPair::make(nslots, true);
   if (!pair) {
     state.SkipWithError("cannot create a shared-memory segment");
     return;
   }
-  std::vector<char> src(total, 3), dst(total);
+  std::vector<char> src(total, 3), dst(total), own(total);
+  const kernels::Reducer sum(braidFloat32, braidSum, 2);
+  const kernels::KernelTable& table = kernels::bestKernelTable();
   std::atomic<uint64_t> rounds{0}, finished{0};
   const CallDescriptor call = benchCall();
   // The receiver runs as many rounds as the benchmark loop; it learns of each through `rounds`.
@@ -218,7 +226,16 @@ void BM_FifoStream(benchmark::State& state) {
     for (size_t off = 0; off < total; off += chunk) {
       const auto n = static_cast<uint32_t>(std::min<size_t>(chunk, total - off));
       char* slot = waitFor([&] { return send.trySlot(n); }, nullptr);
-      kernels::copy(slot, src.data() + off, n);
+      const char* from = src.data() + off;
+      char* mine = own.data() + off;
+      const char* operands[2] = {from, mine};
+      switch (writer) {
+        case 0: kernels::copy(slot, from, n); break;
+        case 1: table.copy2Cached(mine, slot, from, n); break;
+        case 2: kernels::copy2(mine, slot, from, n); break;
+        case 3: sum.reduce(slot, from, mine, n / sizeof(float)); break;
+        default: kernels::reduceToAll(sum, &slot, 1, false, operands, 2, n, false); break;
+      }
       send.post(n, call);
     }
   }
@@ -230,8 +247,8 @@ void BM_FifoStream(benchmark::State& state) {
                           static_cast<int64_t>(total));
 }
 BENCHMARK(BM_FifoStream)
-    ->ArgNames({"bytes", "chunk", "nslots"})
-    ->ArgsProduct({{4 << 20}, {16 << 10, 64 << 10, 128 << 10, 512 << 10}, {2, 4, 8}})
+    ->ArgNames({"bytes", "chunk", "nslots", "writer"})
+    ->ArgsProduct({{4 << 20}, {16 << 10, 64 << 10, 128 << 10, 512 << 10}, {2, 4, 8}, {0, 1, 2, 3, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
