@@ -1,6 +1,7 @@
 // The catalogue of algorithm builders and the checks every request passes before a builder sees it.
 #include "algorithms/algorithms.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <optional>
@@ -158,11 +159,15 @@ namespace {
 constexpr int kDataCheckMaxRanks = 4;
 constexpr uint64_t kDataCheckMaxBytes = 64 * 1024;
 
-/// Whether the first step of some lane of `plan` posts a data slot to `peer` without waiting.
+/// Whether some lane of `plan` posts a data slot to `peer` without waiting: its first step that
+/// is not local (an out-of-place all-gather's own block is copied first) sends at once.
 bool postsAtOnceTo(const Plan& plan, int peer) {
   for (const Lane& lane : plan.lanes) {
-    if (lane.steps.empty()) continue;
-    const Step& s = lane.steps.front();
+    auto first = std::find_if(lane.steps.begin(), lane.steps.end(), [](const Step& s) {
+      return s.op != StepOp::kLocalCopy && s.op != StepOp::kLocalReduce;
+    });
+    if (first == lane.steps.end()) continue;
+    const Step& s = *first;
     const bool sendsFirst = s.op == StepOp::kSend || s.op == StepOp::kCopySend ||
                             s.op == StepOp::kSendRecv || s.op == StepOp::kSendRecvReduce;
     if (!sendsFirst || s.sendBytes == 0) continue;

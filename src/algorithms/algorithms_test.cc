@@ -119,6 +119,16 @@ TEST(Algorithms, SmallCallsWhoseDataReachesTheSuccessorFirstNeedNoCheckLane) {
     addCallCheckLane(*plan, q, 7);
     EXPECT_EQ(plan->lanes.size(), lanes) << "a check lane beside data that does its job";
   }
+  // Recursive doubling all-gather out of place copies its own block first; nothing waits
+  // before its first send, which at n = 2 goes to the successor.
+  PlanRequest rdPair = validRequest(Collective::kAllGather, Algorithm::kRd);
+  rdPair.nranks = 2;
+  rdPair.rank = 0;
+  rdPair.root = rdPair.peer = 1;
+  Result<Plan> rdPlan = buildPlan(rdPair);
+  ASSERT_TRUE(rdPlan.ok());
+  ASSERT_EQ(rdPlan->lanes.front().steps.front().op, StepOp::kLocalCopy) << describePlan(*rdPlan);
+  EXPECT_TRUE(dataChecksTheCall(rdPair));
   // Rooted collectives (non-roots wait first), tree all-reduce (the root waits first), large
   // calls and many ranks keep the lane.
   PlanRequest bcast = validRequest(Collective::kBroadcast, Algorithm::kRing);
