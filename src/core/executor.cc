@@ -47,23 +47,6 @@ void copyToAll(char* const* dsts, int n, const char* value, size_t bytes) {
   if (i < n) kernels::copy(dsts[i], value, bytes);
 }
 
-// Copies the combined value from outputs[from] to the other outputs; with streamFirst, outputs[0]
-// (the step's dst) is written around the cache.
-void spread(char* const* outputs, int noutputs, int from, bool streamFirst, size_t bytes) {
-  const char* value = outputs[from];
-  char* rest[kMaxStepPeers + 1];
-  int nrest = 0;
-  for (int i = 0; i < noutputs; ++i) {
-    if (i != from && !(streamFirst && i == 0)) rest[nrest++] = outputs[i];
-  }
-  if (streamFirst && from != 0) {
-    if (nrest == 0) return kernels::copyStreaming(outputs[0], value, bytes);
-    kernels::copy2StreamFirst(outputs[0], rest[0], value, bytes);
-    return copyToAll(rest + 1, nrest - 1, value, bytes);
-  }
-  copyToAll(rest, nrest, value, bytes);
-}
-
 }  // namespace
 
 std::string describeCall(const CallDescriptor& call) {
@@ -253,21 +236,17 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
                          step.dst.buffer == BufferId::kOutput && !dstLent;
   if (shape.reduces && shape.writesDst && (!streamDst || noutputs == 1)) {
     kernels::reduceAll(reducer_, outputs[0], operands, noperands, count, finalize);
-    spread(outputs, noutputs, 0, false, step.bytes);
+    copyToAll(outputs + 1, noutputs - 1, outputs[0], step.bytes);
   } else if (shape.reduces) {
     // Into slots, and a streamed dst: built in a cached buffer and copied out (see reduceToAll).
     kernels::reduceToAll(reducer_, outputs, noutputs, streamDst, operands, noperands, step.bytes,
                          finalize);
   } else if (finalize) {
     reducer_.finalize(outputs[0], operands[0], count);
-    spread(outputs, noutputs, 0, false, step.bytes);
+    copyToAll(outputs + 1, noutputs - 1, outputs[0], step.bytes);
   } else if (streamDst) {
-    if (noutputs >= 2) {
-      kernels::copy2StreamFirst(outputs[0], outputs[1], operands[0], step.bytes);
-    } else {
-      kernels::copyStreaming(outputs[0], operands[0], step.bytes);
-    }
-    for (int i = 2; i < noutputs; ++i) kernels::copy(outputs[i], operands[0], step.bytes);
+    kernels::copyStreaming(outputs[0], operands[0], step.bytes);
+    copyToAll(outputs + 1, noutputs - 1, operands[0], step.bytes);
   } else if (noutputs == 2) {
     kernels::copy2(outputs[0], outputs[1], operands[0], step.bytes);
   } else {

@@ -156,25 +156,27 @@ void copyStreaming(void* dst, const void* src, size_t bytes) {
   bestKernelTable().copyStreaming(dst, src, bytes);
 }
 
-void copy2StreamFirst(void* streamDst, void* cachedDst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if (streamDst == src) return copy(cachedDst, src, bytes);
-  if (cachedDst == src) return copyStreaming(streamDst, src, bytes);
-  // As in copy2: the cached destination is a FIFO slot, written best by memcpy.
-  copyStreaming(streamDst, src, bytes);
-  std::memcpy(cachedDst, src, bytes);
+namespace {
+
+// dst = operand(0) op operand(1) op ... op operand(n - 1), the last step finalized if asked.
+template <typename Operand>
+void reduceChain(const Reducer& reducer, char* dst, Operand operand, int n, size_t count,
+                 bool finalize) {
+  for (int k = 1; k < n; ++k) {
+    const char* acc = k == 1 ? operand(0) : dst;
+    if (finalize && k == n - 1) {
+      reducer.reduceFinal(dst, acc, operand(k), count);
+    } else {
+      reducer.reduce(dst, acc, operand(k), count);
+    }
+  }
 }
+
+}  // namespace
 
 void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, int n,
                size_t count, bool finalize) {
-  for (int k = 1; k < n; ++k) {
-    const char* acc = k == 1 ? operands[0] : dst;
-    if (finalize && k == n - 1) {
-      reducer.reduceFinal(dst, acc, operands[k], count);
-    } else {
-      reducer.reduce(dst, acc, operands[k], count);
-    }
-  }
+  reduceChain(reducer, dst, [&](int k) { return operands[k]; }, n, count, finalize);
 }
 
 void reduceToAll(const Reducer& reducer, char* const* outputs, int noutputs, bool streamFirst,
@@ -186,15 +188,8 @@ void reduceToAll(const Reducer& reducer, char* const* outputs, int noutputs, boo
   alignas(64) thread_local char stage[kStageBytes];
   for (size_t at = 0; at < bytes; at += kStageBytes) {
     const size_t n = std::min(kStageBytes, bytes - at);
-    const size_t count = n / reducer.elemSize();
-    for (int k = 1; k < noperands; ++k) {
-      const char* acc = k == 1 ? operands[0] + at : stage;
-      if (finalize && k == noperands - 1) {
-        reducer.reduceFinal(stage, acc, operands[k] + at, count);
-      } else {
-        reducer.reduce(stage, acc, operands[k] + at, count);
-      }
-    }
+    reduceChain(reducer, stage, [&](int k) { return operands[k] + at; }, noperands,
+                n / reducer.elemSize(), finalize);
     for (int i = 0; i < noutputs; ++i) {
       if (streamFirst && i == 0) {
         copyStreaming(outputs[i] + at, stage, n);

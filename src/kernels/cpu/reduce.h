@@ -24,10 +24,6 @@ void copy2(void* dst1, void* dst2, const void* src, size_t bytes);
 /// dst <- src with non-temporal stores whatever the size, for data nobody reads soon (the output
 /// of a collective larger than the cache); ends with a store fence. dst == src does nothing.
 void copyStreaming(void* dst, const void* src, size_t bytes);
-/// streamDst <- src with non-temporal stores (ending with a store fence) and cachedDst <- src
-/// with ordinary ones. Either destination may equal src; they must not otherwise overlap src or
-/// each other.
-void copy2StreamFirst(void* streamDst, void* cachedDst, const void* src, size_t bytes);
 /// Whether a collective whose buffers on all ranks sharing the cache come to `workingSetBytes`
 /// should write its output around the cache: true once they cannot stay in it anyway, when the
 /// stores' read-for-ownership only doubles the memory traffic of the output.
