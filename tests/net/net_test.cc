@@ -55,17 +55,6 @@ VirtualHosts* hostsOrSkip(std::string* why) {
   VirtualHosts* v = hostsOrSkip(&skipWhy); \
   if (v == nullptr) GTEST_SKIP() << "no virtual hosts: " << skipWhy
 
-/// A unique id whose rendezvous root listens inside host 0.
-Result<braidUniqueId> idOnHost0(const VirtualHosts& v) {
-  RETURN_IF_ERROR(v.enter(0));
-  braidUniqueId id{};
-  const braidResult_t rc = braidGetUniqueId(&id);
-  RETURN_IF_ERROR(v.leave());
-  if (rc != braidSuccess)
-    return systemError(std::string("braidGetUniqueId: ") + braidGetLastError(nullptr));
-  return id;
-}
-
 std::string hostId(int host) { return "BRAID_HOSTID=virtual-host-" + std::to_string(host); }
 
 /// Runs body on ranks placed on hosts hostOf[rank], each inited with the settings plus its host id.
@@ -73,14 +62,19 @@ std::vector<RankOutcome> runOnHosts(
     const VirtualHosts& v, const std::vector<int>& hostOf, const std::vector<std::string>& settings,
     const std::function<std::string(int rank, int nranks, braidComm_t comm)>& body) {
   const int n = static_cast<int>(hostOf.size());
-  Result<braidUniqueId> id = idOnHost0(v);
-  if (!id.ok()) {
+  // The rendezvous root listens inside host 0, from a process of its own: this one forks the ranks
+  // and must have no other thread then.
+  RootProcess root(0, [&]() -> std::string {
+    Status entered = v.enter(0);
+    return entered.ok() ? "" : entered.message();
+  });
+  if (!root.ok()) {
     std::vector<RankOutcome> failed(1);
-    failed[0].output = id.status().message();
+    failed[0].output = root.error();
     return failed;
   }
   return runRanks(
-      n, id.value(),
+      n, root.id(),
       [&](int rank, const braidUniqueId& commId) -> std::string {
         if (Status s = v.enter(hostOf[rank]); !s.ok()) return s.message();
         Settings config;

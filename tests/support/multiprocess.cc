@@ -33,7 +33,7 @@ void writeAll(int fd, const std::string& text) {
 
 }  // namespace
 
-RootProcess::RootProcess(double rootTimeoutSeconds) {
+RootProcess::RootProcess(double rootTimeoutSeconds, const std::function<std::string()>& prepare) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     error_ = std::string("pipe: ") + std::strerror(errno);
@@ -51,8 +51,10 @@ RootProcess::RootProcess(double rootTimeoutSeconds) {
     // The reply: a result code, then the id or the error text.
     braidUniqueId id{};
     int32_t rc = braidSuccess;
-    std::string error;
-    if (rootTimeoutSeconds > 0) {
+    std::string error = prepare ? prepare() : std::string();
+    if (!error.empty()) {
+      rc = braidSystemError;
+    } else if (rootTimeoutSeconds > 0) {
       Result<braidUniqueId> made = startBootstrapRoot("", rootTimeoutSeconds);
       if (made.ok()) {
         id = made.value();

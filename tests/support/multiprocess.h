@@ -32,8 +32,10 @@ using RankBody = std::function<std::string(int rank, const braidUniqueId& id)>;
 class RootProcess {
  public:
   /// rootTimeoutSeconds > 0: the root gives up after that long; else BRAID_TIMEOUT as read by
-  /// braidGetUniqueId.
-  explicit RootProcess(double rootTimeoutSeconds = 0);
+  /// braidGetUniqueId. prepare, when given, runs in the root's process first (entering a network
+  /// namespace, say) and returns "" or why it failed.
+  explicit RootProcess(double rootTimeoutSeconds = 0,
+                       const std::function<std::string()>& prepare = {});
   ~RootProcess();
   RootProcess(const RootProcess&) = delete;
   RootProcess& operator=(const RootProcess&) = delete;
