@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -20,6 +21,21 @@ constexpr size_t kNonceBytes = 32;
 constexpr std::string_view kServerLabel = "braid-auth-v1 server";
 constexpr std::string_view kClientLabel = "braid-auth-v1 client";
 constexpr std::string_view kSplitLabel = "braid-split-v1";
+
+// A process that made a unique id often forks its ranks next, while its bootstrap root thread
+// may be authenticating the first of them. OpenSSL takes process-wide locks inside an HMAC (a
+// thread's first use registers it) and as a thread that used it exits, and a child forked while
+// another thread holds one would wait for it forever. So every HMAC and every thread's OpenSSL
+// cleanup (endThreadCrypto) hold this mutex, and fork() takes it first (pthread_atfork): a fork
+// waits out OpenSSL's work in progress instead of copying its locks.
+pthread_mutex_t gOpensslInUse = PTHREAD_MUTEX_INITIALIZER;
+
+void holdOpenssl() { pthread_mutex_lock(&gOpensslInUse); }
+void releaseOpenssl() { pthread_mutex_unlock(&gOpensslInUse); }
+
+// Registered when the library loads, before any thread of ours can be in OpenSSL.
+const bool gForkWaitsForOpenssl =
+    pthread_atfork(holdOpenssl, releaseOpenssl, releaseOpenssl) == 0;
 
 void writePreamble(uint8_t* out) {
   std::memcpy(out, kMagic, sizeof(kMagic));
@@ -73,13 +89,22 @@ Result<Secret> newSecret() {
   return secret;
 }
 
+void endThreadCrypto() {
+  holdOpenssl();
+  OPENSSL_thread_stop();
+  releaseOpenssl();
+}
+
 Result<Digest> hmacSha256(const uint8_t* key, size_t keyBytes, const void* data, size_t bytes) {
   Digest digest{};
   unsigned int length = 0;
+  holdOpenssl();
+  const unsigned char* made =
+      HMAC(EVP_sha256(), key, static_cast<int>(keyBytes), static_cast<const unsigned char*>(data),
+           bytes, digest.data(), &length);
+  releaseOpenssl();
   // A failure must never leave a predictable (all-zero) proof behind.
-  if (HMAC(EVP_sha256(), key, static_cast<int>(keyBytes), static_cast<const unsigned char*>(data),
-           bytes, digest.data(), &length) == nullptr ||
-      length != digest.size()) {
+  if (made == nullptr || length != digest.size()) {
     return internalError("HMAC-SHA256 failed");
   }
   return digest;

@@ -30,8 +30,13 @@ using Digest = std::array<uint8_t, 32>;
 Status randomBytes(void* out, size_t bytes);
 /// A fresh random secret.
 Result<Secret> newSecret();
-/// HMAC-SHA256 of `data` under `key`.
+/// HMAC-SHA256 of `data` under `key`. A fork() waits until no thread is inside one, so that a
+/// child never inherits OpenSSL's locks held.
 Result<Digest> hmacSha256(const uint8_t* key, size_t keyBytes, const void* data, size_t bytes);
+/// Frees the calling thread's OpenSSL state while fork() waits, as hmacSha256 does; a thread of
+/// the library that may have authenticated calls it last (else OpenSSL frees that state as the
+/// thread exits, under its locks, whenever that happens).
+void endThreadCrypto();
 /// The secret of the group of `color` made by split number `counter` of a bootstrap that holds
 /// `parent`: every member derives it locally, nothing travels.
 Result<Secret> deriveSplitSecret(const Secret& parent, uint64_t counter, int32_t color);

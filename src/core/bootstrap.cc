@@ -82,7 +82,10 @@ Result<std::unique_ptr<Bootstrap::Impl>> Bootstrap::Impl::create(int rank, int n
   impl->p2pOut_.resize(static_cast<size_t>(nranks));
   impl->p2pBroken_.resize(static_cast<size_t>(nranks));
   try {
-    impl->service_ = std::thread(&Impl::serve, impl.get());
+    impl->service_ = std::thread([raw = impl.get()] {
+      raw->serve();
+      endThreadCrypto();
+    });
   } catch (const std::system_error& e) {
     return systemError(std::string("bootstrap service thread: ") + e.what());
   }

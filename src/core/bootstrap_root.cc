@@ -297,7 +297,10 @@ Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeo
   auto server = std::make_unique<RootServer>(std::move(listener), address, info.secret,
                                              timeoutSeconds, handshakeSeconds);
   try {
-    std::thread([server = std::move(server)]() { server->run(); }).detach();
+    std::thread([server = std::move(server)]() {
+      server->run();
+      endThreadCrypto();
+    }).detach();
   } catch (const std::system_error& e) {
     return systemError(std::string("bootstrap root thread: ") + e.what());
   }
@@ -325,7 +328,10 @@ Result<braidUniqueId> startBootstrapRootAt(const SocketAddress& bindAddress,
   auto server = std::make_unique<RootServer>(std::move(listener), advertised, info.secret,
                                              timeoutSeconds, handshakeSeconds);
   try {
-    std::thread([server = std::move(server)]() { server->run(); }).detach();
+    std::thread([server = std::move(server)]() {
+      server->run();
+      endThreadCrypto();
+    }).detach();
   } catch (const std::system_error& e) {
     return systemError(std::string("bootstrap root thread: ") + e.what());
   }

@@ -184,6 +184,7 @@ Result<std::vector<PeerStream>> buildMesh(Socket& listener, const Secret& key, c
       accepted.emplace(acceptStreams(listener, key, plan,
                                      Deadline::after(timeoutSeconds, &stopAccepting),
                                      /*handshakeSeconds=*/5));
+      endThreadCrypto();
     });
   } catch (const std::system_error& e) {
     return systemError(std::string("socket transport: acceptor thread: ") + e.what());
