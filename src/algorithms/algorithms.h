@@ -29,8 +29,8 @@ std::optional<Algorithm> findAlgorithm(std::string_view name);
 /// The rank `shift` places after `rank` in the request's ring (request.ring, or rank order).
 int ringNeighbour(const PlanRequest& request, int rank, int shift);
 
-/// Appends the call check lane on `channel`, which no algorithm may use: a collective sends an
-/// empty slot to its ring successor and takes one from its ring predecessor (request.ring), a
+/// Appends the call check lane on `channel`, which no algorithm may use: a collective sends a
+/// slot to its ring successor and takes one from its ring predecessor (request.ring), a
 /// Send sends one to its peer and a Recv takes one from its peer. Each slot carries the call's
 /// descriptor, so a rank whose call differs from its predecessor's (or from its peer's) fails
 /// whatever route the algorithm's data takes. Plans that exchange nothing (one rank, count 0)

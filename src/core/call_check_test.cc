@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "algorithms/plan.h"
 
@@ -38,7 +39,7 @@ class CallCheckTest : public ::testing::Test {
     view.slotBytes = 64;
     send_ = SendConnector(view, &receiverWaker_);
     recv_ = RecvConnector(view, &senderWaker_);
-    ledger_.configure(/*rank=*/1, /*predecessor=*/0, /*maxLag=*/2);
+    ledger_.configure(/*rank=*/1, /*predecessor=*/0, /*successor=*/0, /*maxLag=*/2, /*batch=*/1);
     ledger_.attach(&recv_);
   }
 
@@ -55,6 +56,15 @@ class CallCheckTest : public ::testing::Test {
   void post(const CallDescriptor& call) {
     ASSERT_NE(send_.trySlot(0), nullptr);
     send_.post(0, call);
+  }
+
+  // The predecessor's slot carrying `held` (oldest first) before `newest`.
+  void postBatch(const std::vector<CallDescriptor>& held, const CallDescriptor& newest) {
+    const uint32_t bytes = static_cast<uint32_t>(held.size() * sizeof(CallDescriptor));
+    char* slot = send_.trySlot(bytes);
+    ASSERT_NE(slot, nullptr);
+    std::memcpy(slot, held.data(), bytes);
+    send_.post(bytes, newest);
   }
 
   // This rank makes `call` with a check of its own (as a check step does).
@@ -157,6 +167,70 @@ TEST_F(CallCheckTest, StopsAtAPointToPointCheck) {
   ASSERT_NE(head, nullptr);
   EXPECT_EQ(head->call.coll, static_cast<uint8_t>(Collective::kSend)) << "left for its receive";
   EXPECT_TRUE(ledger_.hasPending());
+}
+
+TEST_F(CallCheckTest, ASlotCarriesTheDescriptorsHeldBackBeforeItsOwn) {
+  for (uint32_t seq = 0; seq < 3; ++seq) makeChecked(broadcast(seq));
+  postBatch({broadcast(0), broadcast(1)}, broadcast(2));
+  ASSERT_TRUE(drain().ok());
+  EXPECT_FALSE(ledger_.hasPending()) << "all three calls checked by one slot";
+  EXPECT_EQ(recv_.tryPeek(), nullptr);
+}
+
+TEST_F(CallCheckTest, ADifferentCallHeldBackInAPayloadNamesBoth) {
+  for (uint32_t seq = 0; seq < 3; ++seq) makeChecked(broadcast(seq));
+  postBatch({broadcast(0), broadcast(1, /*count=*/999)}, broadcast(2));
+  const Status status = drain();
+  ASSERT_EQ(status.code(), braidInvalidUsage);
+  EXPECT_NE(status.message().find("rank 0 called broadcast(count=999"), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("#1"), std::string::npos) << status.message();
+}
+
+TEST_F(CallCheckTest, ABatchAheadOfThisRankIsTakenAsItsCallsComeThenReleased) {
+  makeChecked(broadcast(0));
+  postBatch({broadcast(0), broadcast(1)}, broadcast(2));
+  ASSERT_TRUE(drain().ok());
+  EXPECT_FALSE(ledger_.hasPending());
+  EXPECT_NE(recv_.tryPeek(), nullptr) << "calls 1 and 2 not made here yet: the slot stays";
+  makeChecked(broadcast(1));
+  ASSERT_TRUE(drain().ok());
+  EXPECT_NE(recv_.tryPeek(), nullptr);
+  makeChecked(broadcast(2, /*count=*/7));
+  EXPECT_EQ(drain().code(), braidInvalidUsage) << "call 2 is still compared after a partial take";
+}
+
+TEST_F(CallCheckTest, MalformedCheckPayloadIsAnError) {
+  makeChecked(broadcast(0));
+  char* slot = send_.trySlot(5);
+  ASSERT_NE(slot, nullptr);
+  send_.post(5, broadcast(0));
+  const Status status = drain();
+  EXPECT_EQ(status.code(), braidInternalError);
+  EXPECT_NE(status.message().find("not up to"), std::string::npos) << status.message();
+}
+
+TEST_F(CallCheckTest, ThePredecessorsLedgerSendsItsQueueOnceFull) {
+  CallCheckLedger predecessor;
+  predecessor.configure(/*rank=*/0, /*predecessor=*/1, /*successor=*/1, /*maxLag=*/2,
+                        /*batch=*/3);
+  std::lock_guard<TryLock> lock(predecessor.mutex());
+  predecessor.attachSuccessor(&send_);
+  EXPECT_FALSE(predecessor.queue(broadcast(0)));
+  EXPECT_FALSE(predecessor.queue(broadcast(0))) << "offered twice, queued once";
+  EXPECT_FALSE(predecessor.queue(broadcast(1)));
+  EXPECT_TRUE(predecessor.hasQueued());
+  EXPECT_EQ(recv_.tryPeek(), nullptr) << "nothing sent while the queue fills";
+  EXPECT_TRUE(predecessor.queue(broadcast(2))) << "full";
+  ASSERT_TRUE(predecessor.sendQueued());
+  EXPECT_FALSE(predecessor.hasQueued());
+  const SlotHeader* head = recv_.tryPeek();
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->bytes, 2 * sizeof(CallDescriptor));
+  for (uint32_t seq = 0; seq < 3; ++seq) makeChecked(broadcast(seq));
+  ASSERT_TRUE(drain().ok());
+  EXPECT_FALSE(ledger_.hasPending());
+  EXPECT_EQ(recv_.tryPeek(), nullptr);
 }
 
 }  // namespace

@@ -153,8 +153,11 @@ Status Communicator::setUp() {
   PlanRequest ringOnly;
   ringOnly.nranks = nranks_;
   ringOnly.ring = ring_;
+  const bool waitForChecks = config_.callCheck == 2;
   callChecks_.configure(rank_, nranks_ > 1 ? ringNeighbour(ringOnly, rank_, -1) : -1,
-                        config_.callCheck == 2 ? 0 : CallCheckLedger::kDefaultMaxLag);
+                        nranks_ > 1 ? ringNeighbour(ringOnly, rank_, 1) : -1,
+                        waitForChecks ? 0 : CallCheckLedger::kDefaultMaxLag,
+                        waitForChecks ? 1 : CallCheckLedger::kDefaultBatch);
   BRAID_LOG(*logger_, kInfo, kInit,
             "rank %d/%d pid %d on %s: %s, %d channels, %d slots of %u bytes", rank_, nranks_,
             self.pid, self.hostName, links.c_str(), maxChannels_, config_.nslots,
@@ -410,6 +413,8 @@ Status Communicator::health() {
 
 Status Communicator::jobHealth() {
   RETURN_IF_ERROR(health());
+  // This rank's own descriptors held back go to its successor, which may be waiting on them.
+  if (callChecks_.hasQueued()) callChecks_.trySendQueued();
   if (callChecks_.hasPending()) {
     // Checks the last calls left outstanding (a broadcast root's, say), unless a call in
     // progress on another thread holds them: it takes them itself.

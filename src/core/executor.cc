@@ -291,7 +291,9 @@ Result<PlanRun::StepResult> PlanRun::tryIndependent(const Step& step, int channe
       ASSIGN_OR_RETURN(SendConnector * send, connectors_->send(step.sendPeers[0], channel));
       const std::optional<LentSpan> lent =
           check ? std::nullopt : lendable(*send, step, step.sendBytes);
-      if (lent) {
+      if (check && checks_ != nullptr && step.sendPeers[0] == checks_->successor()) {
+        moved |= sendCheckViaLedger(send, state);
+      } else if (lent) {
         if (send->lineFree()) {
           lend(send, step.sendPeers[0], step.sendBytes, *lent);
           state.sendDone = moved = true;
@@ -380,6 +382,25 @@ Result<bool> PlanRun::takeCheckViaLedger(const Step& step, int channel, LaneStat
   return state.recvDone;
 }
 
+bool PlanRun::sendCheckViaLedger(SendConnector* send, LaneState& state) {
+  std::unique_lock<TryLock> lock(checks_->mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // braidCommGetAsyncError is sending: next sweep
+  checks_->attachSuccessor(send);
+  const bool collective = call_.coll != static_cast<uint8_t>(Collective::kSend);
+  if (collective && !state.queued) {
+    state.queued = true;
+    if (!checks_->queue(call_)) return state.sendDone = true;
+  }
+  bool sent = checks_->sendQueued();
+  if (sent && !collective && send->trySlot(0) != nullptr) {
+    send->post(0, call_);
+  } else if (!collective) {
+    sent = false;
+  }
+  if (!sent) state.blockedOn = send->peerWaker();
+  return state.sendDone = sent;
+}
+
 Result<bool> PlanRun::progress() {
   bool moved = false;
   if (!startDrained_ && checks_ != nullptr) {
@@ -421,6 +442,8 @@ Result<bool> PlanRun::progress() {
       moved |= sent;
     }
   }
+  // About to wait: descriptors held back go out now, while they cost nothing (call_check.h).
+  if (!moved && checks_ != nullptr && checks_->hasQueued()) moved = checks_->trySendQueued();
   return moved;
 }
 

@@ -13,10 +13,11 @@
 // peer, on a channel no algorithm uses: addCallCheckLane), this holds whatever route the
 // algorithm's data takes: a rank whose call differs from its predecessor's always receives a slot
 // that says so, and its failure notice reaches the others. The executor posts and takes those
-// empty slots (kStepCallCheck) where it skips other transfers of 0 bytes. Small calls whose
-// first data slots already reach the ring successor at once skip the lane (dataChecksTheCall);
-// a rank whose call differs from such a peer's may then wait on a slot that never comes, so a
-// waiting run also looks at the slots its peers did post (findMismatch).
+// slots (kStepCallCheck) where it skips other transfers of 0 bytes; a collective's go through
+// the communicator's ledger, which sends several calls' descriptors in one (call_check.h).
+// Small calls whose first data slots already reach the ring successor at once skip the lane
+// (dataChecksTheCall); a rank whose call differs from such a peer's may then wait on a slot
+// that never comes, so a waiting run also looks at the slots its peers did post (findMismatch).
 #pragma once
 
 #include <optional>
@@ -81,6 +82,7 @@ class PlanRun {
     bool sendDone = false;  // halves of an independent step already finished
     bool recvDone = false;
     bool expected = false;  // a check step told the ledger its slot is due
+    bool queued = false;    // a check step gave the ledger its descriptor to send
     bool sentAhead = false;  // sendAhead posted this step's sends (a Send step is then done)
     uint32_t passedAhead = 0;  // steps after `next` that sendAhead has walked past
     const Waker* blockedOn = nullptr;  // the peer the current step last waited for
@@ -107,6 +109,10 @@ class PlanRun {
   /// The receiving half of a check step from the ledger's predecessor: drains its check FIFO;
   /// a collective's is done once the ledger is within its lag, a receive's once its slot is taken.
   Result<bool> takeCheckViaLedger(const Step& step, int channel, LaneState& state);
+  /// The sending half of a check step to the ledger's successor: queues a collective's
+  /// descriptor (sending the queue once it is full); sends a point-to-point check after whatever
+  /// is queued. Returns whether the half is done.
+  bool sendCheckViaLedger(SendConnector* send, LaneState& state);
   const char* in(BufferRef ref) const;
   char* out(BufferRef ref) const;
 
