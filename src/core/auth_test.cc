@@ -11,20 +11,12 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/sanitizers.h"
+
 namespace braid {
 namespace {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = braid::testing::kThreadSanitizer || braid::testing::kAddressSanitizer;
 
 std::string hex(const Digest& d) {
   static const char* digits = "0123456789abcdef";

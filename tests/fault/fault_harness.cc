@@ -17,23 +17,14 @@
 #include "algorithms/algorithms.h"
 #include "topology/host_id.h"
 #include "tuner/calibration.h"
+#include "tests/support/sanitizers.h"
 
 namespace braid::testing {
 namespace {
 
 // ThreadSanitizer starts a background thread of its own in a forked child some time after the
 // fork; counted, it would read as a thread the library leaked.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kCountThreads = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kCountThreads = false;
-#else
-constexpr bool kCountThreads = true;
-#endif
-#else
-constexpr bool kCountThreads = true;
-#endif
+constexpr bool kCountThreads = !kThreadSanitizer;
 
 int countThreads() {
   int n = 0;
