@@ -68,10 +68,8 @@ Status CallCheckLedger::drain(bool useHistory) {
 }
 
 bool CallCheckLedger::queue(const CallDescriptor& call) {
-  if (queued_.empty() || queued_.back() != call) {
-    queued_.push_back(call);
-    nqueued_.store(static_cast<uint32_t>(queued_.size()), std::memory_order_relaxed);
-  }
+  queued_.push_back(call);
+  nqueued_.store(static_cast<uint32_t>(queued_.size()), std::memory_order_relaxed);
   return queued_.size() >= batch_;
 }
 

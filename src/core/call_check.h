@@ -18,10 +18,11 @@
 // data of a small rooted call (4 ranks on 2 cores, 64 B broadcast: 1.3 us a call with it, 0.7
 // without). So a rank that runs on without waiting holds its descriptors back and sends up to
 // `batch` of them in one slot, the newest in its header and the others in its payload. The
-// queue goes out once it is full, as soon as the rank waits for anything (a call that waits is
-// no faster for holding it), before a point-to-point check to the successor (the FIFO keeps
-// calls in order), and from braidCommGetAsyncError; so a deviant that runs ahead is still
-// reported to a peer that waits on it, and to every rank that asks for its asynchronous error.
+// queue goes out once it is full, as soon as the rank waits for anything (measured no slower
+// than holding it, and its successor hears sooner), before a point-to-point check to the
+// successor (the FIFO keeps calls in order), and from braidCommGetAsyncError; so a deviant that
+// runs ahead is still reported to a peer that waits on it, and to every rank that asks for its
+// asynchronous error.
 //
 // One thread runs a communicator's calls, but braidCommGetAsyncError may come from another: every
 // use of the check FIFOs to the successor and from the predecessor happens under the ledger's
@@ -133,8 +134,8 @@ class CallCheckLedger {
 
   /// The successor's check FIFO, once a call has sent on it.
   void attachSuccessor(SendConnector* to) { to_ = to; }
-  /// Queues this rank's `call` for the successor (once, however often it is offered); returns
-  /// whether the queue is due to go out now (full).
+  /// Queues this rank's `call` for the successor (once per call: the check step offers it
+  /// once); returns whether the queue is due to go out now (full).
   bool queue(const CallDescriptor& call);
   /// Sends the queued descriptors as one slot; false while the FIFO has no room for it.
   bool sendQueued();
@@ -151,8 +152,6 @@ class CallCheckLedger {
   static constexpr uint32_t kHistory = 64;
   static constexpr uint32_t kMaxBatch = 32;
   static bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
-  /// The descriptors `header`'s slot carries, oldest first: its payload's, then its own.
-  Result<std::vector<CallDescriptor>> carried(const SlotHeader& header) const;
 
   int rank_ = 0;
   uint32_t maxLag_ = kDefaultMaxLag;

@@ -391,11 +391,11 @@ bool PlanRun::sendCheckViaLedger(SendConnector* send, LaneState& state) {
     state.queued = true;
     if (!checks_->queue(call_)) return state.sendDone = true;
   }
+  // A point-to-point check goes after whatever is queued: the FIFO keeps calls in order.
   bool sent = checks_->sendQueued();
-  if (sent && !collective && send->trySlot(0) != nullptr) {
-    send->post(0, call_);
-  } else if (!collective) {
-    sent = false;
+  if (sent && !collective) {
+    sent = send->trySlot(0) != nullptr;
+    if (sent) send->post(0, call_);
   }
   if (!sent) state.blockedOn = send->peerWaker();
   return state.sendDone = sent;
