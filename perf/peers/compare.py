@@ -62,6 +62,21 @@ def size_text(size):
     return f"{size} B"
 
 
+def size_segments(minbytes, maxbytes, factor, below):
+    """The sweep minbytes, minbytes*factor, ... <= maxbytes split at `below`: [(first, last)] of
+    the sizes under it and of the rest (either omitted when empty; one segment when below is 0)."""
+    sizes = []
+    size = minbytes
+    while size <= maxbytes:
+        sizes.append(size)
+        if factor <= 1:
+            break
+        size *= factor
+    small = [s for s in sizes if s < below]
+    large = [s for s in sizes if s >= below]
+    return [(part[0], part[-1]) for part in (small, large) if part]
+
+
 def int_list(text):
     return [int(v) for v in text.split(",") if v]
 
@@ -302,6 +317,12 @@ def format_us(us):
     return f"{us:.2f} us"
 
 
+def table_runs(runs, library, coll, n):
+    """The runs of one library that make one table (small sizes and the rest run apart)."""
+    return [r for r in runs
+            if r["library"] == library and r["collective"] == coll and r["nranks"] == n]
+
+
 def markdown_tables(runs, libraries, placement, max_busy=0.25):
     """One Markdown table per (collective, n): size rows, one busbw column per library."""
     out = []
@@ -317,15 +338,15 @@ def markdown_tables(runs, libraries, placement, max_busy=0.25):
         picked = {}
         notes = []
         for lib in cols:
-            run = next(r for r in runs if r["library"] == lib.key and r["collective"] == coll
-                       and r["nranks"] == n)
-            picked[lib.key] = pick(run["measurements"], placement)
-            if run["status"] != 0:
-                notes.append(f"{lib.label}: {run['status_text']}")
-            others = run.get("cpu_others_during")
-            if others is not None and others > max_busy:
-                notes.append(f"{lib.label}: other processes took {100 * others:.0f}% of the "
-                             "CPUs during this run: its numbers are low")
+            parts = table_runs(runs, lib.key, coll, n)
+            picked[lib.key] = pick([m for r in parts for m in r["measurements"]], placement)
+            for run in parts:
+                if run["status"] != 0:
+                    notes.append(f"{lib.label}: {run['status_text']}")
+                others = run.get("cpu_others_during")
+                if others is not None and others > max_busy:
+                    notes.append(f"{lib.label}: other processes took {100 * others:.0f}% of "
+                                 "the CPUs during one of its runs: its numbers are low")
         sizes = sorted({s for p in picked.values() for s in p})
         out.append(f"### {coll}, n = {n}: busbw (GB/s)\n")
         out.append("| size | " + " | ".join(lib.label for lib in cols) + " |")
@@ -369,11 +390,10 @@ def plot(runs, libraries, placement, path):
         styles[lib.key] = {"color": f"C{i}", "marker": "os^vD<>ph*"[i % 10]}
     for ax, (coll, n) in zip(axes.flat, groups):
         for lib in libraries:
-            run = next((r for r in runs if r["library"] == lib.key and r["collective"] == coll
-                        and r["nranks"] == n), None)
-            if run is None:
+            parts = table_runs(runs, lib.key, coll, n)
+            if not parts:
                 continue
-            picked = pick(run["measurements"], placement)
+            picked = pick([m for r in parts for m in r["measurements"]], placement)
             xs = sorted(s for s in picked if s > 0)
             if not xs:
                 continue
@@ -479,7 +499,9 @@ def write_outputs(runs, libraries, present, args, meta_base):
         "gloo_network": netns_text if netns_ok else "host namespace: " + netns_text,
         "libraries": {lib.key: {"label": lib.label, "version": lib.version,
                                 "missing": lib.missing} for lib in libraries},
-        "flags": {"iters": args.iters, "warmup": args.warmup, "check": args.check,
+        "flags": {"iters": args.iters, "warmup": args.warmup, "small_below": args.small_below,
+                  "small_iters": args.small_iters, "small_warmup": args.small_warmup,
+                  "check": args.check,
                   "dtype": "float", "op": "sum"},
     }
     with open(os.path.join(args.out, "compare.json"), "w") as f:
@@ -503,7 +525,9 @@ def write_outputs(runs, libraries, present, args, meta_base):
                 "times; " if args.max_busy < 1 and args.retries > 0 else "")
              + "`cpu_others_during` per run in compare.json)" if during
              else "- CPU taken by other processes during the runs: unknown",
-             f"- float32 sum, {args.iters} timed + {args.warmup} warm-up iterations per size, "
+             f"- float32 sum, {args.iters} timed + {args.warmup} warm-up iterations per size"
+             + (f" ({args.small_iters} + {args.small_warmup} under {size_text(args.small_below)})"
+                if args.small_iters > 0 else "") + ", "
              f"time averaged over ranks; busbw as nccl-tests; the table shows the "
              f"{placement_text(args.placement)}; (!) marks sizes with wrong values",
              f"- Gloo network: {meta['gloo_network']}"]
@@ -552,8 +576,17 @@ def main(argv=None):
                     help="columns: braid, braid-shared (braid-perf -R 1: buffers from "
                          "braidMemAlloc), ompi, mpich, gloo (gloo::allreduce), gloo-ALGO with "
                          f"ALGO in {', '.join(GLOO_ALLREDUCE_ALGOS[1:])} (allreduce only)")
-    ap.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (20)")
+    ap.add_argument("-n", "--iters", type=int, default=20,
+                    help="timed iterations (20) of sizes from --small-below up")
     ap.add_argument("-w", "--warmup", type=int, default=5, help="warm-up iterations (5)")
+    ap.add_argument("--small-below", type=parse_size, default=64 << 10,
+                    help="sizes under this run apart, with --small-iters (default 64K)")
+    ap.add_argument("--small-iters", type=int, default=1000,
+                    help="timed iterations of those sizes (1000; 0: like the others). Twenty "
+                         "calls of a microsecond time the ranks' uneven start more than the "
+                         "calls")
+    ap.add_argument("--small-warmup", type=int, default=100,
+                    help="their warm-up iterations (100)")
     ap.add_argument("-c", "--check", type=int, default=1, help="verified runs per size (1)")
     ap.add_argument("--placement", choices=["best", "out", "in"], default="best",
                     help="which placement the table and plot show (default: the better one; "
@@ -614,16 +647,22 @@ def main(argv=None):
         "netns": (netns_ok, netns_text),
     }
     runs = []
-    for coll, n, minbytes, factor in plan:
-        flags = ["-b", str(minbytes), "-e", str(args.maxbytes), "-f", str(factor),
-                 "-n", str(args.iters), "-w", str(args.warmup), "-c", str(args.check),
+    below = args.small_below if args.small_iters > 0 else 0
+    for coll, n, minbytes, factor, (first, last) in [
+            (c, n, b, f, seg) for c, n, b, f in plan
+            for seg in size_segments(b, args.maxbytes, f, below)]:
+        small = first < below
+        iters, warmup = (args.small_iters, args.small_warmup) if small else (args.iters,
+                                                                              args.warmup)
+        flags = ["-b", str(first), "-e", str(last), "-f", str(factor),
+                 "-n", str(iters), "-w", str(warmup), "-c", str(args.check),
                  "-d", "float", "-o", "sum"]
-        # Interleaved by (collective, n), so that a change in the host's load hits every
+        # Interleaved by (collective, n, sizes), so that a change in the host's load hits every
         # library of one table alike.
         for lib in present:
             if coll not in lib.collectives:
                 continue
-            stem = f"{coll}-n{n}-{lib.key}"
+            stem = f"{coll}-n{n}-{lib.key}" + ("-small" if small else "")
             json_path = os.path.abspath(os.path.join(args.out, "logs", stem + ".json"))
             log_path = os.path.join(args.out, "logs", stem + ".txt")
             argv_ = lib.command(coll, n, flags, json_path)

@@ -37,6 +37,20 @@ class SizeTest(unittest.TestCase):
         self.assertEqual(compare.size_text(65532), "65532 B")
 
 
+class SegmentTest(unittest.TestCase):
+    def test_sizes_under_the_limit_run_apart(self):
+        self.assertEqual(compare.size_segments(8, 256 << 20, 2, 64 << 10),
+                         [(8, 32 << 10), (64 << 10, 256 << 20)])
+        self.assertEqual(compare.size_segments(64, 256 << 20, 4, 64 << 10),
+                         [(64, 16 << 10), (64 << 10, 256 << 20)])
+
+    def test_one_segment_when_every_size_falls_on_one_side(self):
+        self.assertEqual(compare.size_segments(8, 1024, 2, 64 << 10), [(8, 1024)])
+        self.assertEqual(compare.size_segments(1 << 20, 16 << 20, 4, 64 << 10),
+                         [(1 << 20, 16 << 20)])
+        self.assertEqual(compare.size_segments(8, 1 << 20, 2, 0), [(8, 1 << 20)])
+
+
 class PickTest(unittest.TestCase):
     ms = [measurement(8, False, 0.01, 3.0), measurement(8, True, 0.02, 1.5),
           measurement(1024, False, 2.0, 1.0), measurement(1024, True, 1.0, 2.0, wrong=3)]
@@ -74,6 +88,23 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 8 B | 0.00 | 0.00 (!) |", text)
         self.assertIn("| **time at 8 B** | 2.00 us | 1.50 ms |", text)
         self.assertIn("- Lib B: WRONG VALUES (see log)", text)
+
+    def test_a_librarys_small_and_large_runs_make_one_table(self):
+        libs = [compare.Library("a", "Lib A", ["allreduce"], None)]
+        runs = [
+            {"library": "a", "collective": "allreduce", "nranks": 4, "status": 0,
+             "status_text": "ok", "cpu_others_during": 0.5,
+             "measurements": [measurement(8, False, 0.0, 7.0)]},
+            {"library": "a", "collective": "allreduce", "nranks": 4, "status": 0,
+             "status_text": "ok", "cpu_others_during": 0.0,
+             "measurements": [measurement(1 << 20, False, 3.5, 300.0)]},
+        ]
+        text = compare.markdown_tables(runs, libs, "best")
+        self.assertEqual(text.count("### allreduce, n = 4"), 1)
+        self.assertIn("| 8 B | 0.00 |", text)
+        self.assertIn("| 1 MB | 3.50 |", text)
+        self.assertIn("| **time at 8 B** | 7.00 us |", text)
+        self.assertEqual(text.count("other processes took 50%"), 1)
 
 
 class CommandTest(unittest.TestCase):
