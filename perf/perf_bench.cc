@@ -31,14 +31,18 @@ constexpr double kTuneSeconds = 0.05;
 // and one scheduling hiccup doubled an algorithm's time and the regret with it.
 constexpr double kAlgoAllSeconds = 0.005;
 constexpr int kAlgoAllMaxIters = 100000;
+// --algo all and --tune: the rounds every measured communicator's iterations at one size are
+// split into, taken in turn with the others' (each keeps its fastest round). Measured one after
+// the other, an algorithm's 5 ms could fall into a slow spell of the host that the others missed:
+// on 2 vCPUs, n = 2, regrets of 67-76% at 8 B and 256 B that the next run did not repeat.
+constexpr int kRounds = 4;
 // The pilot iterations that set those counts: the fastest of kPilotIters, or the first alone
 // when it took kPilotLongSeconds or more.
 constexpr int kPilotIters = 5;
 constexpr double kPilotLongSeconds = 0.001;
 
-/// How measure() picks its iteration count.
+/// How measureInTurn() picks its iteration count.
 enum class IterationCount {
-  kFixed,    ///< -n
   kAtLeast,  ///< --algo all: -n, or more until kAlgoAllSeconds
   kBounded,  ///< --tune: as kAtLeast, but no more than fit kTuneSeconds (at least two)
 };
@@ -265,13 +269,20 @@ class RankBench {
     std::vector<double> busBws;
     std::vector<double> times;
     std::optional<uint64_t> algoWrong;
+    std::vector<Sample> inTurn;
+    if (columns()) {
+      ASSIGN_OR_RETURN(inTurn, measureInTurn(check, tuneMode() ? IterationCount::kBounded
+                                                               : IterationCount::kAtLeast));
+    }
     for (size_t c = 0; c < measured(); ++c) {
       for (bool inPlace : {false, true}) {
         if (inPlace && columns()) continue;
-        const IterationCount count = tuneMode()       ? IterationCount::kBounded
-                                     : algoColumns() ? IterationCount::kAtLeast
-                                                     : IterationCount::kFixed;
-        ASSIGN_OR_RETURN(Sample sample, measure(comms_[c].get(), check, inPlace, count));
+        Sample sample;
+        if (columns()) {
+          sample = inTurn[c];
+        } else {
+          ASSIGN_OR_RETURN(sample, measure(comms_[c].get(), check, inPlace));
+        }
         times.push_back(sample.seconds * 1e6);
         const Bandwidth bw = bandwidth(opt_.collective, check.shape, n(), sample.seconds);
         averages_[c].add(bw.busBw);
@@ -487,45 +498,89 @@ class RankBench {
     return seconds;
   }
 
-  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace,
-                         IterationCount count) {
+  /// -n iterations of one communicator, after -w untimed ones.
+  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace) {
     const Operands hostOperands = operands(c, inPlace);
     fillInput(c, hostOperands.send);
     RETURN_IF_ERROR(toDevice());
     const Operands o = target(hostOperands);
     for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
-    int iters = opt_.iters;
-    if (count != IterationCount::kFixed) {
-      ASSIGN_OR_RETURN(double once, pilotSeconds(comm, c, o));
-      const double fit = std::min(kAlgoAllSeconds / once, 1.0 * kAlgoAllMaxIters);
-      iters = std::max(opt_.iters, static_cast<int>(fit));
-      if (count == IterationCount::kBounded) {
-        const int budget = static_cast<int>(std::min(kTuneSeconds / once, 1.0 * kAlgoAllMaxIters));
-        iters = std::max(std::min(2, opt_.iters), std::min(iters, budget));
+    Sample sample;
+    ASSIGN_OR_RETURN(sample.seconds, timedSeconds(comm, c, o, opt_.iters));
+    ASSIGN_OR_RETURN(sample.wrong, verify(comm, c, hostOperands, inPlace));
+    return sample;
+  }
+
+  /// --algo all and --tune: every measured communicator out of place, their iterations in
+  /// kRounds rounds taken in turn, each keeping its fastest round (kRounds above).
+  Result<std::vector<Sample>> measureInTurn(const CheckSpec& c, IterationCount count) {
+    const Operands hostOperands = operands(c, /*inPlace=*/false);
+    fillInput(c, hostOperands.send);
+    RETURN_IF_ERROR(toDevice());
+    const Operands o = target(hostOperands);
+    std::vector<int> rounds(measured());
+    std::vector<int> perRound(measured());
+    for (size_t k = 0; k < measured(); ++k) {
+      braidComm_t comm = comms_[k].get();
+      for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
+      ASSIGN_OR_RETURN(const int iters, iterationCount(comm, c, o, count));
+      rounds[k] = std::min(kRounds, iters);
+      perRound[k] = (iters + rounds[k] - 1) / rounds[k];
+    }
+    std::vector<Sample> samples(measured(), Sample{1e30, std::nullopt});
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t k = 0; k < measured(); ++k) {
+        if (round >= rounds[k]) continue;
+        ASSIGN_OR_RETURN(const double seconds, timedSeconds(comms_[k].get(), c, o, perRound[k]));
+        samples[k].seconds = std::min(samples[k].seconds, seconds);
       }
     }
+    for (size_t k = 0; k < measured(); ++k) {
+      ASSIGN_OR_RETURN(samples[k].wrong, verify(comms_[k].get(), c, hostOperands, false));
+    }
+    return samples;
+  }
+
+  /// -n, or more where calls are short (kAtLeast: to fill kAlgoAllSeconds; kBounded: as much,
+  /// but within kTuneSeconds and at least two), the same on every rank.
+  Result<int> iterationCount(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                             IterationCount count) {
+    ASSIGN_OR_RETURN(double once, pilotSeconds(comm, c, o));
+    const double fit = std::min(kAlgoAllSeconds / once, 1.0 * kAlgoAllMaxIters);
+    int iters = std::max(opt_.iters, static_cast<int>(fit));
+    if (count == IterationCount::kBounded) {
+      const int budget = static_cast<int>(std::min(kTuneSeconds / once, 1.0 * kAlgoAllMaxIters));
+      iters = std::max(std::min(2, opt_.iters), std::min(iters, budget));
+    }
+    return std::max(iters, 1);
+  }
+
+  /// Seconds per operation over `iters` iterations started together, combined over ranks (-a).
+  Result<double> timedSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                              int iters) {
     RETURN_IF_ERROR(barrier(comm));
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(iteration(comm, c, o));
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    Sample sample;
-    ASSIGN_OR_RETURN(sample.seconds, combineTime(comm, elapsed / (static_cast<double>(iters) *
-                                                                  opt_.aggIters)));
+    return combineTime(comm, elapsed / (static_cast<double>(iters) * opt_.aggIters));
+  }
+
+  /// -c: the wrong elements all ranks found in that many verified calls (nothing without -c).
+  Result<std::optional<uint64_t>> verify(braidComm_t comm, const CheckSpec& c,
+                                         const Operands& hostOperands, bool inPlace) {
     // In place, a rank's send reads the buffer its receive overwrites: the result depends on how
     // the two interleave, so there is nothing to verify (the time is still meaningful).
     const bool verifiable = !(inPlace && c.coll == PerfCollective::kSendRecv);
-    if (opt_.check > 0 && verifiable) {
-      uint64_t wrong = 0;
-      for (int round = 0; round < opt_.check; ++round) {
-        ASSIGN_OR_RETURN(uint64_t w, verifyOnce(comm, c, hostOperands, inPlace));
-        wrong += w;
-      }
-      RETURN_IF_ERROR(
-          apiStatus(braidAllReduce(&wrong, &wrong, 1, braidUint64, braidSum, comm, nullptr),
-                    "braidAllReduce (wrong count)", comm));
-      sample.wrong = wrong;
+    if (opt_.check <= 0 || !verifiable) return std::optional<uint64_t>();
+    uint64_t wrong = 0;
+    for (int round = 0; round < opt_.check; ++round) {
+      ASSIGN_OR_RETURN(uint64_t w, verifyOnce(comm, c, hostOperands, inPlace));
+      wrong += w;
     }
-    return sample;
+    RETURN_IF_ERROR(apiStatus(braidAllReduce(&wrong, &wrong, 1, braidUint64, braidSum, comm,
+                                             nullptr),
+                              "braidAllReduce (wrong count)", comm));
+    return std::optional<uint64_t>(wrong);
   }
 
   /// Refills, runs once, and counts this rank's wrong elements, changed inputs and guard bytes.
