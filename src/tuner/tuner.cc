@@ -31,10 +31,12 @@ constexpr uint32_t kPointToPointChunk = 128 * 1024;
 // level but broadcast n = 4 with one of three calibrations (5.5 against 2.7%).
 constexpr uint64_t kDirectRootedMaxBytes = 4 << 20;
 
-// Nor direct all-reduce once the n-1 copies each rank sends reach this: the model prices them
-// at cache speed and misses what n-1 full-size folds per rank cost (3 ranks on 2 cores, 32 KB:
-// direct 7.4-8.0 us against rd 5.8-6.3, where the model rates direct 30% faster; 64 KB: 12.8-13.5
-// against 8.0-9.1). Below it, its one hop wins (n = 3 and 4 at 16 KB: level with rd or ahead).
+// Nor direct all-reduce once the n-1 copies each rank sends exceed this: the model prices them
+// at cache speed and misses what n-1 full-size folds per rank cost (4 ranks on 2 cores, 32 KB,
+// 96 KiB sent: direct 21.3-25.0 us against rd 18.9-23.4, where the model rates direct 3% faster;
+// 3 ranks, 64 KB: level with tree, which the model picks). Up to it, its one hop wins (3 ranks at
+// 32 KB, 64 KiB sent: 13.7-14.7 us against rd's 17.8-18.7, in three sweeps of
+// perf/sweeps/2vcpu-vm-2026-12/in-turn; n = 3 and 4 at 16 KB: level with rd or ahead).
 constexpr uint64_t kDirectAllReduceMaxSent = 64 * 1024;
 
 // The model gives a call a second (fourth) channel only when each gets at least this much. It
@@ -334,7 +336,7 @@ bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks) {
   if (coll == Collective::kBroadcast || coll == Collective::kReduce) {
     return bytes <= kDirectRootedMaxBytes;
   }
-  if (coll == Collective::kAllReduce) return uint64_t(nranks - 1) * bytes < kDirectAllReduceMaxSent;
+  if (coll == Collective::kAllReduce) return uint64_t(nranks - 1) * bytes <= kDirectAllReduceMaxSent;
   return true;
 }
 

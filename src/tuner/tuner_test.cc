@@ -166,14 +166,16 @@ TEST(Tuner, CallsAbove128KiBGetNoSmallerChunk) {
 }
 
 TEST(Tuner, DirectAllReduceIsTheModelsPickOnlyWhileItsCopiesAreSmall) {
-  // A rank sends n-1 full copies: under 64 KiB in all.
+  // A rank sends n-1 full copies: at most 64 KiB in all.
   EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 16 << 10, 4));
-  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 32 << 10, 3));
-  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 32 << 10, 2));
-  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 64 << 10, 2));
+  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 32 << 10, 4));
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 32 << 10, 3));
+  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, (32 << 10) + 4, 3));
+  EXPECT_TRUE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 64 << 10, 2));
+  EXPECT_FALSE(modelMayPick(Algorithm::kDirect, Collective::kAllReduce, 128 << 10, 2));
   EXPECT_TRUE(modelMayPick(Algorithm::kRing, Collective::kAllReduce, 1 << 30, 8));
   // Hand-offs so slow that one hop beats every other plan at any size: the tuner still stops
-  // picking direct where the copies reach 64 KiB, and still prices it for BRAID_ALGO.
+  // picking direct where the copies exceed 64 KiB, and still prices it for BRAID_ALGO.
   const Tuner t = slowHopTuner();
   EXPECT_EQ(t.choose(Collective::kAllReduce, 1 << 10).algo, Algorithm::kDirect);
   for (int k = 15; k <= Tuner::kMaxSizeLog; ++k) {
