@@ -19,7 +19,8 @@
 //                 the same way, the two above known, to the median run of a ring all-reduce of
 //                 1 MiB in 128 KiB chunks (measured on a 2-vCPU VM: 2.7-3.4 in seven calibrations;
 //                 the fastest run instead read 2.0-2.5, and once 1; the model's choices on the
-//                 all-reduce sweeps of perf/sweeps/ are the same anywhere in 2-3.4)
+//                 all-reduce sweeps of perf/sweeps/ are the same anywhere in 2-3.4); a short
+//                 all-reduce pays a share of it (CostModel::switchShare)
 //   copy*GBps     kernels::copy on one thread, bytes per second
 //   reduce*GBps   the float32 sum kernel on one thread, output bytes per second
 //                 (*Cache: a 32 KiB chunk again and again; *Dram: buffers twice the LLC)

@@ -130,6 +130,9 @@ class CostModel {
   SimMachine machineWith(BufferTiers tiers, double inCore) const;
   /// The most ranks per core of any host.
   double crowding() const;
+  /// The share of the crowded switch factor a short all-reduce pays: none while the buffers and
+  /// slots of the ranks sharing a core stay well inside its cache, all once they fill half.
+  double switchShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
 
   /// Simulations of long messages, shared by copies of the model.
   struct Memo {

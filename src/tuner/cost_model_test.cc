@@ -111,6 +111,30 @@ TEST(CostModel, CrowdedHostsAreSlower) {
       << crowded.describe();
 }
 
+TEST(CostModel, CoreSharersPayTheSwitchFactorOnceTheyOutgrowTheCoreCache) {
+  // Three ranks on two cores with 1 MiB core caches: a rank that takes the core after another
+  // finds its data evicted only once the core's ranks fill much of the cache together.
+  ModelConstants plain = constants();
+  plain.host.cores = 2;
+  plain.host.coreCacheBytes = 1ull << 20;
+  ModelConstants switching = plain;
+  switching.calibration.crowdedSwitchFactor = 4;
+  const CostModel free = model(plain, oneHost(3, 0));
+  const CostModel costly = model(switching, oneHost(3, 0));
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRd, Algorithm::kTree}) {
+    EXPECT_DOUBLE_EQ(predict(costly, a, 4 << 10, 4 << 10), predict(free, a, 4 << 10, 4 << 10))
+        << algorithmName(a);
+    EXPECT_GT(predict(costly, a, 1 << 20), 1.1 * predict(free, a, 1 << 20)) << algorithmName(a);
+  }
+  // Other collectives pay it at every size.
+  const auto broadcast = [](const CostModel& m) {
+    Result<double> t = m.predict(Collective::kBroadcast, Algorithm::kRing, 4 << 10, 4 << 10, 1);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return t.ok() ? t.value() : -1;
+  };
+  EXPECT_GT(broadcast(costly), broadcast(free));
+}
+
 TEST(CostModel, RanksBoundToTheSameCoreShareIt) {
   // Four ranks on an 8-core host, each bound to one core: the cores they name, not the count of
   // their bindings, are what they share.

@@ -336,7 +336,9 @@ bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks) {
   if (coll == Collective::kBroadcast || coll == Collective::kReduce) {
     return bytes <= kDirectRootedMaxBytes;
   }
-  if (coll == Collective::kAllReduce) return uint64_t(nranks - 1) * bytes <= kDirectAllReduceMaxSent;
+  if (coll == Collective::kAllReduce) {
+    return uint64_t(nranks - 1) * bytes <= kDirectAllReduceMaxSent;
+  }
   return true;
 }
 
