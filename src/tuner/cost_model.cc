@@ -257,14 +257,22 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
   return model;
 }
 
-CostModel::BufferTiers CostModel::bufferTiers(Collective coll, uint64_t bytes,
+CostModel::BufferTiers CostModel::bufferTiers(Collective coll, Algorithm algo, uint64_t bytes,
                                               uint64_t slotBytes) const {
   const uint64_t llc = llcOf(constants_);
   // The caller's buffers of every rank of the host, and the slots their FIFOs cycle through
   // (all hosts alike: slotBytes counts every rank's connectors, so a host holds its share).
+  // Recursive doubling over a rank count that is no power of two folds the extra ranks in
+  // first and hands them the result last; in between only a power of two of ranks work on
+  // their buffers (3 ranks on 2 cores, sweeps of every stored all-reduce and all-gather: mean
+  // geometric-mean regret 6.91 -> 6.38%, tables with a size above 25% 28 -> 25).
+  const int n = machine_.nranks;
+  double ranks = double(maxRanksPerHost_);
+  if (algo == Algorithm::kRd && !std::has_single_bit(unsigned(n))) {
+    ranks *= double(std::bit_floor(unsigned(n))) / double(n);
+  }
   const double hosts = double(coresOfHost_.size());
-  const double working = double(maxRanksPerHost_) * double(footprint(coll, bytes, machine_.nranks)) +
-                         double(slotBytes) / hosts;
+  const double working = ranks * double(footprint(coll, bytes, n)) + double(slotBytes) / hosts;
   // The share of the traffic each cache serves, as if it held a fixed part of the working set.
   const int cores = *std::min_element(coresOfHost_.begin(), coresOfHost_.end());
   const double coreCaches = double(cores) * double(coreCacheOf(constants_.host));
@@ -380,13 +388,13 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   if (bytes <= 2 * span) {
     ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
     const uint64_t slots = slotFootprint(plans, machine_);
-    SimMachine m =
-        machineWith(bufferTiers(coll, bytes, slots), inCoreShare(bytes, chunkBytes, nchannels));
+    SimMachine m = machineWith(bufferTiers(coll, algo, bytes, slots),
+                               inCoreShare(bytes, chunkBytes, nchannels));
     m.switchFactor = 1 + (m.switchFactor - 1) * switchShare(coll, bytes, slots);
     return simulatePlans(plans, m);
   }
   ASSIGN_OR_RETURN(uint64_t slots, longSlotFootprint(coll, algo, span, chunkBytes, nchannels));
-  const BufferTiers tiers = bufferTiers(coll, bytes, slots);
+  const BufferTiers tiers = bufferTiers(coll, algo, bytes, slots);
   // Long messages: each tier's rates extrapolated, then mixed as machineWith mixes them. These
   // simulations serve every long size of this candidate.
   double mixed = 0;

@@ -123,7 +123,8 @@ class CostModel {
   Result<double> remembered(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                             int nchannels, int tier) const;
   /// Where a call's traffic is served from, its FIFOs keeping `slotBytes` of slots busy.
-  BufferTiers bufferTiers(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
+  BufferTiers bufferTiers(Collective coll, Algorithm algo, uint64_t bytes,
+                          uint64_t slotBytes) const;
   /// The share of a candidate's kernel traffic (a chunk in and one out per channel) that one
   /// core's own cache holds.
   double inCoreShare(uint64_t bytes, uint32_t chunkBytes, int nchannels) const;

@@ -181,6 +181,21 @@ TEST(CostModel, FifoSlotsShareTheCacheWithTheBuffers) {
             predict(roomy, Algorithm::kRing, bytes, 32 << 10, 1));
 }
 
+TEST(CostModel, RecursiveDoublingOverThreeRanksKeepsTwoRanksBuffersInTheCache) {
+  // 8 MiB per rank: two ranks' buffers (32 MiB) fit a 44 MiB cache, three ranks' (48) do not.
+  // Recursive doubling at 3 ranks works on two ranks' buffers at a time; a ring on all three.
+  ModelConstants c = constants(0.01, 0.01);
+  c.calibration.copyDramGBps = 2;  // memory far slower than the caches, so the share shows
+  c.host.llcBytes = 44ull << 20;
+  ModelConstants roomy = c;
+  roomy.host.llcBytes = 1ull << 30;
+  const CostModel fits = model(c, oneHost(3));
+  const CostModel huge = model(roomy, oneHost(3));
+  const uint64_t bytes = 8ull << 20;
+  EXPECT_DOUBLE_EQ(predict(fits, Algorithm::kRd, bytes), predict(huge, Algorithm::kRd, bytes));
+  EXPECT_GT(predict(fits, Algorithm::kRing, bytes), 1.1 * predict(huge, Algorithm::kRing, bytes));
+}
+
 TEST(CostModel, ACacheMeasuredSmallerThanTheTopologysIsTheOneThatCounts) {
   // A virtual machine's topology may claim the whole socket's L3; the calibration measured what
   // the data path gets. 7 MiB per rank at n = 2 fits the claimed 1 GiB but not a measured 4 MiB.
