@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "perf/perf_bench.h"
 #include "perf/perf_launch.h"
 #include "perf/perf_options.h"

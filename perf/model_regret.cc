@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
-#include "core/config.h"
-#include "core/dtype.h"
+#include "base/config.h"
+#include "base/dtype.h"
 #include "topology/locality.h"
 #include "topology/ordering.h"
 #include "topology/process_topology.h"

@@ -10,11 +10,11 @@
 #include <memory>
 
 #include "algorithms/algorithms.h"
-#include "core/device_memory.h"
-#include "core/dtype.h"
+#include "device/device_memory.h"
+#include "base/dtype.h"
 #include "perf/perf_data.h"
 #include "perf/perf_report.h"
-#include "tuner/tuner_query.h"
+#include "core/tuner_query.h"
 
 namespace braid::perf {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace braid::perf {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::perf {

@@ -7,8 +7,8 @@
 #include <functional>
 #include <limits>
 
-#include "core/config.h"
-#include "core/dtype.h"
+#include "base/config.h"
+#include "base/dtype.h"
 
 namespace braid::perf {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "algorithms/plan.h"
 #include "braid.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace braid::perf {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/config.h"
-#include "core/status.h"
+#include "base/config.h"
+#include "base/status.h"
 #include "perf/perf_data.h"
 #include "perf/perf_options.h"
 #include "tuner/tuning_table.h"

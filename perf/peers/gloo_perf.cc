@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "perf/peers/peer_bench.h"
 #include "perf/perf_launch.h"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "perf/peers/peer_bench.h"
 
 namespace braid::perf::peers {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "perf/perf_report.h"
 
 namespace braid::perf::peers {

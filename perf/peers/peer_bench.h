@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "perf/perf_data.h"
 #include "perf/perf_options.h"
 

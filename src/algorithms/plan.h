@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace braid {
 
@@ -169,7 +169,7 @@ struct Plan {
 Status validatePlan(const Plan& plan, uint32_t slotBytes);
 
 /// The largest payloads that ride in a shared-memory FIFO's lines rather than its ring of bytes
-/// (transport/fifo.h's kSmallBytes): they take none of a send window.
+/// (fifo/fifo.h's kSmallBytes): they take none of a send window.
 constexpr uint32_t kLinePayloadBytes = 4096;
 
 /// What a payload of `bytes` takes of a shared-memory FIFO's data area: whole cache lines, or

@@ -12,14 +12,14 @@
 
 #include "braid.h"
 #include "braid_build_config.h"
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 #include "core/comm_handle.h"
 #include "core/communicator.h"
-#include "core/config.h"
-#include "core/device_dispatch.h"
-#include "core/dtype.h"
+#include "base/config.h"
+#include "device/device_dispatch.h"
+#include "base/dtype.h"
 #include "core/group.h"
-#include "core/launcher.h"
+#include "bootstrap/launcher.h"
 #include "core/validate.h"
 #include "transport/shm/shared_buffers.h"
 
@@ -163,7 +163,7 @@ braidResult_t submitCall(braidComm* handle, const CallArgs& args, braidStream_t 
         return Status(broken.code(), "communicator unusable after an earlier error: " +
                                          broken.message());
       }
-      if (route.device) return submitDeviceCall(comm, args, route, stream);
+      if (route.device) return submitDeviceCall(comm, args, route, stream, inGroup());
       return submit(comm, args);
     });
     if (status.ok() && inGroup()) tGroupComms.push_back(handle);

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
-#include "core/device_dispatch.h"
-#include "core/dtype.h"
+#include "device/device_dispatch.h"
+#include "base/dtype.h"
 #include "topology/host_id.h"
 #include "topology/locality.h"
 #include "topology/ordering.h"

@@ -13,13 +13,15 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/bootstrap.h"
-#include "core/call_check.h"
-#include "core/config.h"
-#include "core/connectors.h"
-#include "core/executor.h"
-#include "core/log.h"
-#include "core/progress.h"
+#include "bootstrap/bootstrap.h"
+#include "executor/call.h"
+#include "executor/call_check.h"
+#include "base/config.h"
+#include "executor/connectors.h"
+#include "executor/executor.h"
+#include "base/log.h"
+#include "device/device_client.h"
+#include "executor/progress.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/socket/socket_transport.h"
@@ -27,29 +29,7 @@
 
 namespace braid {
 
-/// One call as the application made it.
-struct CallArgs {
-  Collective coll = Collective::kAllReduce;
-  const void* sendbuff = nullptr;
-  void* recvbuff = nullptr;
-  size_t count = 0;
-  braidDataType_t dtype = braidFloat32;
-  braidRedOp_t op = braidSum;
-  int root = 0;  ///< root of Broadcast/Reduce, peer of Send/Recv
-  bool onDevice = false;  ///< buffers in device memory: the device executor runs the call
-};
-
-/// A call made ready to run: its plan, buffers and the descriptor peers will check.
-struct PreparedCall {
-  /// Valid until the communicator's next prepare() unless `owner` keeps it.
-  const Plan* plan = nullptr;
-  std::shared_ptr<const Plan> owner;  ///< set when prepare() was asked to share the plan
-  PlanBuffers buffers;
-  kernels::Reducer reducer;
-  CallDescriptor call;
-};
-
-class Communicator final : public ProgressClient {
+class Communicator final : public ProgressClient, public DeviceClient {
  public:
   /// Joins the rendezvous of `id` (blocking until all ranks arrive or the timeout).
   static Result<std::unique_ptr<Communicator>> create(const braidUniqueId& id, int nranks,
@@ -59,18 +39,18 @@ class Communicator final : public ProgressClient {
   /// Collective: the new communicator of this rank's color (nullptr for color < 0).
   Result<std::unique_ptr<Communicator>> split(int color, int key);
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
   /// Channels the device path's FIFOs carry for the algorithms (its call check's come after).
-  int deviceMaxChannels() const { return deviceMaxChannels_; }
-  const Config& config() const { return config_; }
-  const Logger& logger() const { return *logger_; }
+  int deviceMaxChannels() const override { return deviceMaxChannels_; }
+  const Config& config() const override { return config_; }
+  const Logger& logger() const override { return *logger_; }
   const Tuner& tuner() const { return tuner_; }
 
   /// Plans the call (from the cache when it has run before) and assigns its sequence number.
   /// `share`: the call's plan must outlive later prepares (batches); a call that runs before the
   /// next prepare skips the reference count.
-  Result<PreparedCall> prepare(const CallArgs& args, bool share = true);
+  Result<PreparedCall> prepare(const CallArgs& args, bool share = true) override;
   /// Makes sure the scratch area holds at least `bytes` and returns it.
   Result<char*> scratch(size_t bytes);
   ConnectorTable& connectors() { return connectors_; }
@@ -91,14 +71,14 @@ class Communicator final : public ProgressClient {
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   /// health(), and also any peer's failure: whether the job as a whole is sound
   /// (braidCommGetAsyncError, waits on device work).
-  Status jobHealth();
+  Status jobHealth() override;
   /// Marks the communicator unusable and tells the peers why (first error wins).
-  void fail(const Status& status);
+  void fail(const Status& status) override;
   /// Every collective prepared so far has finished (a batch returned without error).
   void collectivesFinished() { collectivesDone_.store(collSeq_, std::memory_order_relaxed); }
   /// Device calls finish on their own schedule: after one, a failure claims no collective done.
-  void deviceCallsUsed() { deviceCallsUsed_.store(true, std::memory_order_relaxed); }
-  bool usedDeviceCalls() const { return deviceCallsUsed_.load(std::memory_order_relaxed); }
+  void deviceCallsUsed() override { deviceCallsUsed_.store(true, std::memory_order_relaxed); }
+  bool usedDeviceCalls() const override { return deviceCallsUsed_.load(std::memory_order_relaxed); }
   /// The error that made it unusable (ok while healthy).
   Status asyncError() const;
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <thread>
 
-#include "core/device_dispatch.h"
-#include "core/dtype.h"
+#include "device/device_dispatch.h"
+#include "base/dtype.h"
 
 namespace braid {
 namespace {

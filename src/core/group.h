@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/communicator.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace braid {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace braid {
 namespace {

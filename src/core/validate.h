@@ -3,7 +3,7 @@
 #pragma once
 
 #include "core/communicator.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace braid {
 

@@ -1,7 +1,7 @@
 // The two discovery back ends behind discoverTopology().
 #pragma once
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/discover.h"
 #include "topology/topology.h"
 

@@ -1,6 +1,6 @@
 #include "topology/locality.h"
 
-#include "core/little_endian.h"
+#include "base/little_endian.h"
 
 namespace braid {
 

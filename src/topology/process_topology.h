@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/discover.h"
 #include "topology/topology.h"
 

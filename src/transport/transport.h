@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
-#include "transport/fifo.h"
+#include "base/status.h"
+#include "fifo/fifo.h"
 
 namespace braid {
 

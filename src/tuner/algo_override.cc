@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "algorithms/algorithms.h"
-#include "core/config.h"
+#include "base/config.h"
 
 namespace braid {
 namespace {

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
-#include "core/connectors.h"
-#include "core/executor.h"
-#include "core/progress.h"
+#include "executor/connectors.h"
+#include "executor/executor.h"
+#include "executor/progress.h"
 #include "kernels/cpu/reduce.h"
-#include "transport/fifo.h"
+#include "fifo/fifo.h"
 #include "transport/transport.h"
 #include "tuner/plan_cost.h"
 

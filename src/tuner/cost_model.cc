@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "algorithms/algorithms.h"
-#include "core/little_endian.h"
+#include "base/little_endian.h"
 #include "topology/locality.h"
 
 namespace braid {

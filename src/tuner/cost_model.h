@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/ordering.h"
 #include "topology/topology.h"
 #include "tuner/calibration.h"

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "core/bootstrap.h"
-#include "core/little_endian.h"
+#include "bootstrap/bootstrap.h"
+#include "base/little_endian.h"
 
 namespace braid {
 namespace {

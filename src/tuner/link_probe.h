@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/ordering.h"
 
 namespace braid {

@@ -9,8 +9,8 @@
 #include <functional>
 #include <thread>
 
-#include "core/bootstrap.h"
-#include "core/bootstrap_threads.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_threads.h"
 
 namespace braid {
 namespace {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "algorithms/algorithms.h"
-#include "core/little_endian.h"
+#include "base/little_endian.h"
 
 namespace braid {
 namespace {

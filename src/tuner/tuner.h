@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "tuner/algo_override.h"
 #include "tuner/cost_model.h"
 #include "tuner/tuning_table.h"

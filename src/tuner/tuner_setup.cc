@@ -5,9 +5,9 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "bootstrap/bootstrap.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "tuner/calibration.h"
 #include "tuner/cost_model.h"
 #include "tuner/link_probe.h"

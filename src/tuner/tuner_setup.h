@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/ordering.h"
 #include "topology/topology.h"
 #include "tuner/tuner.h"

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "algorithms/algorithms.h"
-#include "tuner/tuner_query.h"
+#include "core/tuner_query.h"
 
 namespace braid {
 namespace {

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "algorithms/algorithms.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "tuner/algo_override.h"
 
 namespace braid {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "braid.h"
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/support/multiprocess.h"
 #include "transport/shm/shm_segment.h"

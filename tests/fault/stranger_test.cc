@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "braid.h"
-#include "core/auth.h"
-#include "core/bootstrap.h"
-#include "core/bootstrap_wire.h"
-#include "core/unique_id.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/unique_id.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/support/multiprocess.h"
 

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/bootstrap_wire.h"
-#include "core/little_endian.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "base/little_endian.h"
 
 namespace braid {
 namespace {

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/auth.h"
-#include "core/bootstrap_wire.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap_wire.h"
 
 namespace braid {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/socket.h"
-#include "core/unique_id.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/unique_id.h"
 
 namespace braid {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "braid.h"
-#include "core/device_memory.h"
+#include "device/device_memory.h"
 #include "tests/gpu/gpu_support.h"
 #include "tests/support/multiprocess.h"
 

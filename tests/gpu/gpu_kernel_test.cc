@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/kernels.h"
 #include "tests/gpu/gpu_support.h"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "braid.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "tests/net/virtual_hosts.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/multiprocess.h"

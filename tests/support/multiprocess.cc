@@ -11,7 +11,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 
 namespace braid::testing {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::kernels {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cpu/halfs.h"
 #include "kernels/cpu/kernel_table.h"
 

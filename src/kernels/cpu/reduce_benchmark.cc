@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/reduce.h"
 

@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cpu/kernel_table.h"
 
 namespace braid::kernels {

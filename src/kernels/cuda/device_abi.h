@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "algorithms/plan.h"
-#include "transport/fifo.h"
+#include "fifo/fifo.h"
 
 #ifdef __CUDACC__
 #define BRAID_HOST_DEVICE __host__ __device__

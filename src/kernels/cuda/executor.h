@@ -3,7 +3,7 @@
 // This header is plain C++: the host code that builds a launch needs no CUDA headers.
 #pragma once
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/cuda/device_abi.h"
 
 namespace braid::gpu {

@@ -1,4 +1,4 @@
-// The device executor kernel: the host executor's step semantics (src/core/executor.cc) with one
+// The device executor kernel: the host executor's step semantics (src/executor/executor.cc) with one
 // thread block per lane.
 //
 // Per step, thread 0 waits for what the step needs - a slot from every receive peer (whose header

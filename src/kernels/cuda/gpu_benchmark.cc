@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cuda/kernels.h"
 
 namespace braid::gpu {

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <utility>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cuda/combine.cuh"
 #include "kernels/cuda/cuda_check.h"
 

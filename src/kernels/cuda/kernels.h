@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "braid.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace braid::gpu {
 

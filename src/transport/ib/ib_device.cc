@@ -6,7 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "core/socket.h"
+#include "bootstrap/socket.h"
 
 namespace braid {
 namespace {

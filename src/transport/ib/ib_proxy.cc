@@ -17,7 +17,7 @@
 #include <new>
 #include <system_error>
 
-#include "core/auth.h"
+#include "bootstrap/auth.h"
 
 namespace braid {
 namespace {

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
-#include "core/status.h"
-#include "transport/fifo.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "fifo/fifo.h"
 #include "transport/peer_failures.h"
 #include "transport/ib/ib_device.h"
 #include "transport/ib/mr_cache.h"

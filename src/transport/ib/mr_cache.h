@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <map>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "transport/ib/verbs_api.h"
 
 namespace braid {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "braid_build_config.h"
-#include "core/status.h"
+#include "base/status.h"
 
 #if BRAID_HAVE_IBVERBS
 #include <infiniband/verbs.h>

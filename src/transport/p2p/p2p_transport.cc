@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 #include "topology/host_id.h"
 
 namespace braid {

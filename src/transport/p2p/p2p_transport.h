@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device_runtime.h"
-#include "core/status.h"
+#include "kernels/cuda/device_runtime.h"
+#include "base/status.h"
 #include "kernels/cuda/device_abi.h"
 #include "transport/p2p/p2p_layout.h"
 

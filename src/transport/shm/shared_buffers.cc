@@ -13,7 +13,7 @@
 #include <shared_mutex>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace braid {
 namespace {

@@ -15,8 +15,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/status.h"
-#include "transport/fifo.h"
+#include "base/status.h"
+#include "fifo/fifo.h"
 
 namespace braid {
 

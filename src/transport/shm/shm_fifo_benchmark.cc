@@ -29,7 +29,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/reduce.h"
-#include "transport/fifo.h"
+#include "fifo/fifo.h"
 #include "transport/shm/shm_segment.h"
 
 namespace braid {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/fifo.h"
+#include "fifo/fifo.h"
 
 namespace braid {
 namespace {

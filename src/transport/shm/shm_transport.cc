@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "bootstrap/bootstrap.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "transport/shm/shared_buffers.h"
 
 namespace braid {

@@ -12,7 +12,7 @@
 #include <system_error>
 #include <thread>
 
-#include "core/auth.h"
+#include "bootstrap/auth.h"
 #include "transport/socket/socket_wire.h"
 
 namespace braid {

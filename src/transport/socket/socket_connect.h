@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/socket.h"
-#include "core/status.h"
-#include "core/unique_id.h"
+#include "bootstrap/socket.h"
+#include "base/status.h"
+#include "bootstrap/unique_id.h"
 
 namespace braid {
 

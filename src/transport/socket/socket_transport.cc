@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "bootstrap/bootstrap.h"
+#include "base/config.h"
+#include "base/log.h"
 
 namespace braid {
 namespace {

@@ -14,11 +14,11 @@
 #include <functional>
 #include <thread>
 
-#include "core/auth.h"
-#include "core/bootstrap.h"
-#include "core/bootstrap_threads.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_threads.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "transport/socket/socket_wire.h"
 
 namespace braid {

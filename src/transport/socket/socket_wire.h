@@ -17,7 +17,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "transport/fifo.h"
+#include "fifo/fifo.h"
 
 namespace braid::socketwire {
 

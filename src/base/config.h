@@ -1,0 +1,75 @@
+// Config: every environment variable Braid reads, parsed once at communicator init into an
+// immutable struct. One table (config.cc) lists each variable with its default and a doc line;
+// braid-perf --help-env prints it. A malformed value is an error naming the variable.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/log.h"
+#include "base/status.h"
+
+namespace braid {
+
+struct Config {
+  // Logging.
+  LogLevel debugLevel = LogLevel::kWarn;
+  uint32_t debugSubsys = kAllSubsys;
+  std::string debugFile;
+
+  // Failure handling.
+  double timeoutSeconds = 300;  ///< 0 = never
+  int callCheck = 1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
+
+  // Data path.
+  int nchannels = 0;          ///< 0 = chosen by the tuner
+  uint32_t chunkBytes = 0;    ///< 0 = chosen by the tuner
+  int nslots = 4;             ///< FIFO depth per connector of the network transports
+  uint32_t fifoBytes = 1u << 20;  ///< payload bytes a rank keeps in flight over shared memory
+  uint32_t slotBytes = 0;     ///< derived: FIFO slot size, the largest chunk any call may use
+
+  // Selection and topology (parsed further by the tuner / topology code).
+  std::string algo;
+  std::string transport;
+  std::string tuningFile;
+  std::string topoFile;
+  std::string topoDumpFile;
+  std::string hostId;
+  std::string socketIfname;
+  std::string ibHca;
+  int netProbe = 1;  ///< 1: rank 0 measures the link between hosts at init (0: topology figures)
+
+  // Network transports and launchers (bootstrap/launcher.cc reads the launch fields).
+  int socketNstreams = 2;    ///< TCP streams per peer the socket transport spreads slots over
+  int ibGidIndex = -1;       ///< RoCE GID index; -1: the first RoCE v2 IPv4-mapped GID of the port
+  int launchRank = -1;       ///< BRAID_RANK; -1: unset
+  int launchWorldSize = 0;   ///< BRAID_WORLD_SIZE; 0: unset
+  std::string launchAddr;    ///< BRAID_ADDR: host:port where rank 0 serves the rendezvous
+  std::string launchSecret;  ///< BRAID_SECRET: the job's shared secret for braidCommInitFromEnv
+
+  /// Reads the environment, with `overrides` ("NAME=value" strings) taking precedence.
+  static Result<Config> load(const std::vector<std::string>& overrides = {});
+};
+
+/// The data area of a shared-memory FIFO: BRAID_FIFO_BYTES (64-byte aligned), raised to three of
+/// the largest messages, so that any call's window fits in it (fifo/fifo.h).
+inline uint64_t shmRingBytes(const Config& config) {
+  const uint64_t slot = (uint64_t{config.slotBytes} + 63) / 64 * 64;
+  return std::max((uint64_t{config.fifoBytes} + 63) / 64 * 64, 3 * slot);
+}
+
+/// One documented variable; the table is what --help-env prints.
+struct ConfigVarInfo {
+  std::string_view name;
+  std::string_view defaultText;
+  std::string_view doc;
+};
+const std::vector<ConfigVarInfo>& configVariables();
+
+/// Parses "64K", "1M", "2G", "123" (powers of 1024) into bytes.
+Result<uint64_t> parseByteSize(std::string_view text);
+
+}  // namespace braid

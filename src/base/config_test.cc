@@ -1,0 +1,43 @@
+#include "base/config.h"
+
+#include <gtest/gtest.h>
+
+namespace braid {
+namespace {
+
+TEST(Config, FifoBytesDefaultsToOneMiBAndParsesSizes) {
+  Result<Config> plain = Config::load({});
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->fifoBytes, 1u << 20);
+  EXPECT_EQ(shmRingBytes(*plain), 3u * (512 << 10)) << "raised to three 512 KiB slots";
+  Result<Config> deep = Config::load({"BRAID_FIFO_BYTES=4M"});  // above three slots
+  ASSERT_TRUE(deep.ok()) << deep.status().message();
+  EXPECT_EQ(shmRingBytes(*deep), 4u << 20);
+}
+
+TEST(Config, TheRingHoldsThreeOfTheLargestChunks) {
+  // Asking for less than three slots' worth gets three: every call's window must fit.
+  Result<Config> small = Config::load({"BRAID_FIFO_BYTES=64K"});
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(shmRingBytes(*small), 3 * uint64_t{small->slotBytes});
+  Result<Config> bigChunks = Config::load({"BRAID_FIFO_BYTES=1M", "BRAID_CHUNK_BYTES=2M"});
+  ASSERT_TRUE(bigChunks.ok());
+  EXPECT_EQ(shmRingBytes(*bigChunks), 6u << 20);
+  // Whole cache lines, so payloads stay aligned.
+  Result<Config> odd = Config::load({"BRAID_FIFO_BYTES=3000000"});
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(shmRingBytes(*odd) % 64, 0u);
+  EXPECT_GE(shmRingBytes(*odd), 3000000u);
+}
+
+TEST(Config, FifoBytesOutOfRangeIsAClearError) {
+  for (const char* bad : {"BRAID_FIFO_BYTES=1K", "BRAID_FIFO_BYTES=1G", "BRAID_FIFO_BYTES=lots"}) {
+    Result<Config> c = Config::load({bad});
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("BRAID_FIFO_BYTES"), std::string::npos)
+        << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace braid

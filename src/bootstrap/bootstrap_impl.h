@@ -1,0 +1,156 @@
+// Bootstrap::Impl, shared by bootstrap.cc (join, split and the operations, on the caller's
+// thread) and bootstrap_service.cc (the service thread that accepts and reads every incoming
+// connection of this rank's listener).
+//
+// Threads: the caller owns the outgoing sockets (ring to the next rank, one per send peer). The
+// service thread owns the listener and every accepted socket; it files whole frames into
+// Channels, which the caller takes from under mu_. Waits on cv_ wake at least every
+// kAbortPollMs to look at the deadline and the abort flag.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/unique_id.h"
+
+namespace braid {
+
+/// Why a rank connects to another rank's listener (the identify frame says it).
+enum class Purpose : uint32_t { kRing = 1, kP2p = 2 };
+
+/// Ring frames carry the operation in their flags, so ranks in different collectives notice.
+enum class RingOp : uint16_t { kAllGather = 1, kBarrier = 2 };
+
+/// Frames from one peer (of one purpose) that nobody has taken yet.
+struct Channel {
+  struct Frame {
+    uint16_t flags = 0;
+    uint32_t tag = 0;
+    std::vector<uint8_t> data;
+  };
+  bool open = false;    ///< the peer connected and was admitted
+  bool closed = false;  ///< and has gone since; `reason` says how
+  std::string reason;
+  /// Set when the peer said why it gave up (an error frame): the failure it passes on.
+  std::optional<Status> upstream;
+  std::deque<Frame> frames;
+  size_t queuedBytes = 0;
+};
+
+/// The handshake limit of a WaitPolicy (a non-positive value means the default).
+inline double handshakeSeconds(const WaitPolicy& wait) {
+  return wait.handshakeSeconds > 0 ? wait.handshakeSeconds : kDefaultHandshakeSeconds;
+}
+
+/// The service thread stops reading a peer whose untaken frames exceed this (backpressure).
+constexpr size_t kMaxQueuedBytes = 64u << 20;
+
+class Bootstrap::Impl {
+ public:
+  /// Takes the listener and starts the service thread.
+  static Result<std::unique_ptr<Impl>> create(int rank, int nranks, const Secret& secret,
+                                              Socket listener, const WaitPolicy& wait);
+  ~Impl();
+
+  /// Records every rank's listener and connects the ring (to rank+1, from rank-1).
+  Status connect(std::vector<SocketAddress> peers, const Deadline& deadline);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const SocketAddress& listenAddress() const { return listenAddress_; }
+  const Secret& secret() const { return secret_; }
+
+  Status allGather(void* data, size_t bytesPerRank, RingOp op, double graceSeconds = 0);
+  Status send(int peer, uint32_t tag, const void* data, size_t bytes);
+  Status recv(int peer, uint32_t tag, void* data, size_t bytes);
+  Result<SplitResult> split(int color, int key);
+
+ private:
+  Impl(int rank, int nranks, const Secret& secret, Socket listener, const SocketAddress& address,
+       const WaitPolicy& wait);
+
+  Deadline opDeadline(double graceSeconds = 0) const {
+    const double timeout = wait_.timeoutSeconds;  // 0: no limit, with or without grace
+    return Deadline::after(timeout > 0 ? timeout + graceSeconds : 0, wait_.abort);
+  }
+  /// Connects, authenticates and identifies to a peer's listener; returns once admitted.
+  Result<Socket> connectPeer(int peer, Purpose purpose, const Deadline& deadline,
+                             const std::string& what);
+  /// Waits for a frame on `channel` (the first with `tag`, or any when tag is empty).
+  /// watchNext: also end the wait when the next rank of the ring reports a failure.
+  Result<Channel::Frame> take(Channel& channel, std::optional<uint32_t> tag,
+                              const Deadline& deadline, const std::string& what,
+                              bool watchNext = false);
+  /// Once the connection to the next rank turned readable (it closed, or sent an error frame
+  /// before leaving): what it said, if anything. Marks the connection unusable either way.
+  std::optional<Status> nextPartingWords();
+  /// The failure to report once the next rank is gone: what it said, or that it closed.
+  Status nextGone(const std::string& what);
+  Status ringStep(const void* sendData, void* recvData, size_t bytes, RingOp op,
+                  const Deadline& deadline);
+  /// Tears the ring down after a failure so that the neighbours fail quickly too: the next rank
+  /// is told why (the first failure seen on the ring travels on unchanged), then both ring
+  /// connections are shut.
+  Status breakRing(Status status);
+  /// After breakRing during connect: waits briefly until the previous rank has been told.
+  Status farewell(Status status);
+  /// While waiting for the previous rank to connect the ring: whether its listener still exists.
+  /// A refused connection means the process is gone (an error naming it); ok otherwise.
+  Status probePrevious(int prev, const std::string& what);
+  /// Ends a wait in take(): wakes the caller and the service thread.
+  void wakeService();
+
+  // bootstrap_service.cc
+  void serve();
+  struct Incoming;
+  void admit(Admission& admission, std::vector<Incoming>& incoming);
+  bool readFrames(Incoming& in);
+  void closeIncoming(Incoming& in, const std::string& reason,
+                     std::optional<Status> upstream = std::nullopt);
+
+  const int rank_;
+  const int nranks_;
+  const Secret secret_;
+  const WaitPolicy wait_;
+  Socket listener_;
+  const SocketAddress listenAddress_;
+  std::vector<SocketAddress> peers_;
+
+  // Caller's thread only.
+  Socket ringNext_;
+  bool nextHungUp_ = false;  ///< ringNext_ was closed from the other end: nothing more goes out
+  uint64_t ringSeq_ = 0;
+  std::optional<Status> ringBroken_;
+  std::optional<Status> ringCause_;  ///< the failure the next rank reported, if any
+  std::vector<Socket> p2pOut_;
+  std::vector<std::optional<Status>> p2pBroken_;
+  uint64_t splitCount_ = 0;
+
+  // Shared with the service thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Channel ringIn_;
+  std::vector<Channel> p2pIn_;
+  int ringInFd_ = -1;  ///< the accepted ring socket, for breakRing's shutdown
+  /// Set by breakRing: the previous rank, if it connects the ring only now, is told this
+  /// instead of being accepted (so it learns the cause, not just that this rank left).
+  std::optional<Status> farewell_;
+  bool toldPrevious_ = false;
+
+  Socket wake_;  ///< an eventfd that ends the service thread's poll
+  std::atomic<bool> stop_{false};
+  std::thread service_;
+};
+
+}  // namespace braid

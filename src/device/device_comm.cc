@@ -1,0 +1,365 @@
+#include "device/device_comm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include "device/device_client.h"
+#include "executor/executor.h"
+#include "kernels/cuda/executor.h"
+#include "topology/host_id.h"
+#include "transport/transport_filter.h"
+
+namespace braid {
+namespace {
+
+/// Plans kept in device memory per communicator before unused ones are dropped.
+constexpr size_t kMaxDevicePlans = 256;
+
+size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+/// Everything a rank prepares before it joins the transport exchange.
+Status prepareLocal(DeviceGuard& guard, int device) {
+  RETURN_IF_ERROR(guard.set(device));
+  // Create the context now, so that a device that cannot run work says so here.
+  CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
+  return okStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Bootstrap& bootstrap,
+                                                       int device) {
+  std::unique_ptr<DeviceComm> d(new DeviceComm());
+  d->comm_ = &comm;
+  d->device_ = device;
+  d->rank_ = comm.rank();
+  d->nranks_ = comm.nranks();
+  d->maxChannels_ = comm.deviceMaxChannels() + 1;  // the algorithms' channels, then the call check's
+  d->timeoutNs_ = static_cast<uint64_t>(comm.config().timeoutSeconds * 1e9);
+  const Config& config = comm.config();
+
+  DeviceGuard guard;
+  RelaxedCaptureMode relaxed;
+  Status local = [&]() -> Status {
+    RETURN_IF_ERROR(prepareLocal(guard, device));
+    ASSIGN_OR_RETURN(d->stream_, CudaStream::create());
+    ASSIGN_OR_RETURN(d->lastWork_, CudaEvent::create());
+    ASSIGN_OR_RETURN(d->residentBlocks_, gpu::executorResidentBlocks());
+    return okStatus();
+  }();
+  ASSIGN_OR_RETURN(const TransportFilter filter, TransportFilter::parse(config.transport));
+
+  P2pOptions options;
+  options.rank = d->rank_;
+  options.nranks = d->nranks_;
+  options.maxChannels = d->maxChannels_;
+  options.nslots = static_cast<uint32_t>(config.nslots);
+  options.slotBytes = config.slotBytes;
+  options.hostHash = hostHash(hostIdentity(config.hostId));
+  options.device = device;
+  options.allowed = filter.allows(TransportKind::kP2p);
+  options.setupStream = d->stream_.get();
+  if (!local.ok()) {
+    options.localFailure = "cannot use CUDA device " + std::to_string(device) + ": " + local.message();
+  }
+  ASSIGN_OR_RETURN(d->p2p_, P2pTransport::create(bootstrap, options));
+
+  // The FIFO tables: send ends, then receive ends, [peer * maxChannels + channel].
+  const size_t perSide = size_t(d->nranks_) * size_t(d->maxChannels_);
+  std::vector<gpu::DeviceFifo> tables(2 * perSide);
+  for (int peer = 0; peer < d->nranks_; ++peer) {
+    for (int ch = 0; ch < d->maxChannels_; ++ch) {
+      const size_t at = size_t(peer) * d->maxChannels_ + ch;
+      if (d->p2p_->canSend(peer)) tables[at] = d->p2p_->sendFifo(peer, ch);
+      if (d->p2p_->canRecv(peer)) tables[perSide + at] = d->p2p_->recvFifo(peer, ch);
+    }
+  }
+  const size_t tableBytes = tables.size() * sizeof(gpu::DeviceFifo);
+  ASSIGN_OR_RETURN(d->fifoTables_, DeviceMemory::allocate(tableBytes));
+  ASSIGN_OR_RETURN(d->errorLatch_, DeviceMemory::allocate(sizeof(uint32_t)));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d->fifoTables_.data(), tables.data(), tableBytes,
+                                       cudaMemcpyHostToDevice, d->stream_.get()));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(d->errorLatch_.data(), 0, sizeof(uint32_t), d->stream_.get()));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d->stream_.get()));
+  ASSIGN_OR_RETURN(d->control_, PinnedMemory::allocate(sizeof(gpu::DeviceControl)));
+  new (d->control_.host()) gpu::DeviceControl();
+
+  std::string links;
+  for (int peer = 0; peer < d->nranks_; ++peer) {
+    if (peer == d->rank_) continue;
+    links += (links.empty() ? "" : "; ") + std::to_string(peer) + ": " + d->p2p_->describe(peer);
+  }
+  BRAID_LOG(comm.logger(), kInfo, kCuda, "device path on GPU %d: %s (%d resident executor blocks)",
+            device, links.empty() ? "no peers" : links.c_str(), d->residentBlocks_);
+  return d;
+}
+
+DeviceComm::~DeviceComm() {
+  if (!stream_.get()) return;  // never got a device
+  DeviceGuard guard;
+  if (!guard.set(device_).ok()) return;
+  if (haveLastWork_) cudaEventSynchronize(lastWork_.get());
+  cudaStreamSynchronize(stream_.get());
+}
+
+Status DeviceComm::checkReachable(const Plan& plan) const {
+  for (const Lane& lane : plan.lanes) {
+    for (const Step& step : lane.steps) {
+      const StepShape shape = stepShape(step.op);
+      auto unreachable = [&](int peer) {
+        return invalidUsage("device buffers: rank " + std::to_string(rank_) + " and rank " +
+                            std::to_string(peer) + " have no path through GPU memory (" +
+                            p2p_->describe(peer) +
+                            "); every rank a device call exchanges with must be on this host "
+                            "with a GPU this one can reach");
+      };
+      for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
+        if (!p2p_->canRecv(step.recvPeers[i])) return unreachable(step.recvPeers[i]);
+      }
+      for (int i = 0; shape.sends && i < step.nsend; ++i) {
+        if (!p2p_->canSend(step.sendPeers[i])) return unreachable(step.sendPeers[i]);
+      }
+    }
+  }
+  return okStatus();
+}
+
+Result<const DevicePlan*> DeviceComm::upload(const std::shared_ptr<const Plan>& plan,
+                                              bool capturing) {
+  auto it = plans_.find(plan.get());
+  if (it != plans_.end()) {
+    it->second->captured |= capturing;
+    return it->second.get();
+  }
+  RETURN_IF_ERROR(checkReachable(*plan));
+  if (plans_.size() >= kMaxDevicePlans && !capturing) {
+    // Work already enqueued may still read the plans being dropped.
+    if (haveLastWork_) CUDA_RETURN_IF_ERROR(cudaEventSynchronize(lastWork_.get()));
+    for (auto p = plans_.begin(); p != plans_.end();) {
+      p = p->second->captured ? std::next(p) : plans_.erase(p);
+    }
+  }
+  std::vector<gpu::DeviceLane> lanes;
+  std::vector<Step> steps;
+  steps.reserve(plan->stepCount());
+  for (const Lane& lane : plan->lanes) {
+    gpu::DeviceLane l;
+    l.firstStep = static_cast<uint32_t>(steps.size());
+    l.nsteps = static_cast<uint32_t>(lane.steps.size());
+    l.channel = lane.channel;
+    lanes.push_back(l);
+    steps.insert(steps.end(), lane.steps.begin(), lane.steps.end());
+  }
+  const size_t laneBytes = roundUp(lanes.size() * sizeof(gpu::DeviceLane), 64);
+  const size_t stepBytes = steps.size() * sizeof(Step);
+  std::vector<char> image(laneBytes + stepBytes);
+  std::memcpy(image.data(), lanes.data(), lanes.size() * sizeof(gpu::DeviceLane));
+  if (stepBytes > 0) std::memcpy(image.data() + laneBytes, steps.data(), stepBytes);
+
+  auto entry = std::make_unique<DevicePlan>();
+  entry->plan = plan;
+  entry->captured = capturing;
+  entry->nlanes = static_cast<uint32_t>(lanes.size());
+  ASSIGN_OR_RETURN(entry->memory, DeviceMemory::allocate(image.size()));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(entry->memory.data(), image.data(), image.size(),
+                                       cudaMemcpyHostToDevice, stream_.get()));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  entry->lanes = reinterpret_cast<const gpu::DeviceLane*>(entry->memory.data());
+  entry->steps = reinterpret_cast<const Step*>(entry->memory.data() + laneBytes);
+  const DevicePlan* result = entry.get();
+  plans_.emplace(plan.get(), std::move(entry));
+  return result;
+}
+
+Result<char*> DeviceComm::scratch(size_t bytes) {
+  if (scratch_.empty() || scratch_.back().size() < bytes) {
+    const size_t previous = scratch_.empty() ? 0 : scratch_.back().size();
+    ASSIGN_OR_RETURN(DeviceMemory area,
+                     DeviceMemory::allocate(std::max(roundUp(bytes, 4096), 2 * previous)));
+    scratch_.push_back(std::move(area));
+  }
+  return scratch_.back().data();
+}
+
+gpu::ExecutorArgs DeviceComm::executorArgs() const {
+  gpu::ExecutorArgs args;
+  args.sendFifos = reinterpret_cast<gpu::DeviceFifo*>(fifoTables_.data());
+  args.recvFifos = args.sendFifos + size_t(nranks_) * size_t(maxChannels_);
+  args.maxChannels = maxChannels_;
+  args.rank = rank_;
+  args.control = static_cast<gpu::DeviceControl*>(control_.device());
+  args.errorLatch = reinterpret_cast<uint32_t*>(errorLatch_.data());
+  args.timeoutNs = timeoutNs_;
+  return args;
+}
+
+Status DeviceComm::orderAfterEarlier(cudaStream_t stream, bool capturing) {
+  if (capturing || !haveLastWork_) return okStatus();
+  return cudaStatus(cudaStreamWaitEvent(stream, lastWork_.get(), 0),
+                    "ordering after the communicator's earlier device work");
+}
+
+Status DeviceComm::markLaunched(cudaStream_t stream, bool capturing) {
+  if (capturing) return okStatus();
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(lastWork_.get(), stream));
+  haveLastWork_ = true;
+  return okStatus();
+}
+
+Status DeviceComm::deviceError() const {
+  const auto* live = static_cast<const volatile gpu::DeviceControl*>(control_.host());
+  if (live == nullptr) return okStatus();
+  const uint32_t code = live->error;
+  if (code == gpu::kDeviceOk) return okStatus();
+  std::atomic_thread_fence(std::memory_order_acquire);
+  gpu::DeviceControl c;
+  std::memcpy(&c, const_cast<const gpu::DeviceControl*>(live), sizeof(c));
+  const std::string where = "lane " + std::to_string(c.lane) + " step " + std::to_string(c.step);
+  switch (code) {
+    case gpu::kDeviceCallMismatch:
+      return invalidUsage("rank " + std::to_string(c.peer) + " called " + describeCall(c.got) +
+                          " where rank " + std::to_string(rank_) + " called " +
+                          describeCall(c.expected));
+    case gpu::kDeviceBytesMismatch:
+      return invalidUsage("rank " + std::to_string(c.peer) + " sent " +
+                          std::to_string(c.gotBytes) + " bytes where rank " +
+                          std::to_string(rank_) + " expected " + std::to_string(c.expectedBytes) +
+                          " (" + where + "; BRAID_CHUNK_BYTES or BRAID_ALGO differ between ranks?)");
+    case gpu::kDeviceTimeout:
+      return timeoutError("device executor of rank " + std::to_string(rank_) +
+                          " made no progress for " +
+                          std::to_string(comm_->config().timeoutSeconds) + " s at " + where +
+                          " waiting on rank " + std::to_string(c.peer) + " (BRAID_TIMEOUT)");
+    case gpu::kDeviceAborted:
+      return remoteError("device executor of rank " + std::to_string(rank_) +
+                         " stopped: the communicator was aborted or failed");
+    default:
+      return internalError("device executor of rank " + std::to_string(rank_) + ": " + where +
+                           " cannot run (error " + std::to_string(code) + ")");
+  }
+}
+
+void DeviceComm::abort() {
+  auto* live = static_cast<volatile gpu::DeviceControl*>(control_.host());
+  if (live == nullptr) return;
+  live->abort = 1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// ---- Registry.
+
+namespace {
+
+struct Entry {
+  Bootstrap* bootstrap = nullptr;
+  int bound = -1;
+  std::unique_ptr<DeviceComm> device;
+};
+
+std::mutex gRegistryMutex;
+std::unordered_map<DeviceClient*, Entry>& registry() {
+  static auto* entries = new std::unordered_map<DeviceClient*, Entry>();
+  return *entries;
+}
+
+}  // namespace
+
+void registerDeviceCommunicator(DeviceClient* comm, Bootstrap* bootstrap) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  registry()[comm].bootstrap = bootstrap;
+}
+
+void unregisterDeviceCommunicator(DeviceClient* comm) {
+  std::unique_ptr<DeviceComm> device;
+  {
+    std::lock_guard<std::mutex> lock(gRegistryMutex);
+    auto it = registry().find(comm);
+    if (it == registry().end()) return;
+    device = std::move(it->second.device);
+    registry().erase(it);
+  }
+  device.reset();  // waits for the communicator's device work, outside the lock
+}
+
+void bindDevice(DeviceClient* comm, int device) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  auto it = registry().find(comm);
+  if (it != registry().end()) it->second.bound = device;
+}
+
+int deviceOf(DeviceClient* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  auto it = registry().find(comm);
+  if (it == registry().end()) return -1;
+  if (it->second.device) return it->second.device->device();
+  return it->second.bound;
+}
+
+DeviceComm* findDeviceComm(DeviceClient* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  auto it = registry().find(comm);
+  return it == registry().end() ? nullptr : it->second.device.get();
+}
+
+Status ensureDeviceComms(const std::vector<std::pair<DeviceClient*, int>>& wanted) {
+  struct Job {
+    DeviceClient* comm;
+    Bootstrap* bootstrap;
+    int device;
+    Result<std::unique_ptr<DeviceComm>> result = internalError("not run");
+  };
+  std::vector<Job> jobs;
+  {
+    std::lock_guard<std::mutex> lock(gRegistryMutex);
+    for (const auto& [comm, want] : wanted) {
+      auto it = registry().find(comm);
+      if (it == registry().end() || it->second.bootstrap == nullptr) {
+        return internalError("device path: communicator not registered");
+      }
+      const Entry& e = it->second;
+      const int have = e.device ? e.device->device() : e.bound;
+      if (want >= 0 && have >= 0 && want != have) {
+        return invalidUsage("buffers on CUDA device " + std::to_string(want) +
+                            " but the communicator runs on device " + std::to_string(have));
+      }
+      if (e.device) continue;
+      bool queued = false;
+      for (const Job& j : jobs) queued |= j.comm == comm;
+      if (!queued) jobs.push_back({comm, e.bootstrap, want >= 0 ? want : have});
+    }
+  }
+  if (jobs.empty()) return okStatus();
+  for (Job& j : jobs) {
+    if (j.device < 0) {
+      int current = 0;
+      CUDA_RETURN_IF_ERROR(cudaGetDevice(&current));
+      j.device = current;
+    }
+  }
+  auto run = [](Job& j) { j.result = DeviceComm::create(*j.comm, *j.bootstrap, j.device); };
+  if (jobs.size() == 1) {
+    run(jobs[0]);
+  } else {
+    std::vector<std::thread> threads;
+    for (Job& j : jobs) threads.emplace_back([&run, &j] { run(j); });
+    for (std::thread& t : threads) t.join();
+  }
+  Status first;
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  for (Job& j : jobs) {
+    if (!j.result.ok()) {
+      if (first.ok()) first = j.result.status();
+      continue;
+    }
+    auto it = registry().find(j.comm);
+    if (it != registry().end()) it->second.device = std::move(j.result).value();
+  }
+  return first;
+}
+
+}  // namespace braid

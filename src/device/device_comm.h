@@ -1,0 +1,109 @@
+// The device side of one communicator: its p2p transport, the FIFO tables and control block the
+// device executor reads, plans copied to device memory, device scratch, an internal stream and
+// the ordering of its launches. Made at the communicator's first device call (collectively over
+// its bootstrap) and kept until the communicator is destroyed.
+//
+// Communicators do not hold it themselves: a registry keyed by the communicator (its DeviceClient) keeps the
+// bootstrap each one registers at set-up and the DeviceComm made from it. CUDA builds only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "kernels/cuda/device_runtime.h"
+#include "base/status.h"
+#include "kernels/cuda/device_abi.h"
+#include "transport/p2p/p2p_transport.h"
+
+namespace braid {
+
+class Bootstrap;
+class DeviceClient;
+
+/// A plan in device memory.
+struct DevicePlan {
+  std::shared_ptr<const Plan> plan;  ///< keeps the host plan (the cache key) alive
+  DeviceMemory memory;
+  const gpu::DeviceLane* lanes = nullptr;
+  const Step* steps = nullptr;
+  uint32_t nlanes = 0;
+  bool captured = false;  ///< used by a captured graph: kept for the communicator's life
+};
+
+class DeviceComm {
+ public:
+  /// Collective: every rank of `comm` must call it (at the same call) with its own device.
+  static Result<std::unique_ptr<DeviceComm>> create(DeviceClient& comm, Bootstrap& bootstrap,
+                                                    int device);
+  /// Waits for the communicator's device work (raise abort() first to cut it short), then frees.
+  ~DeviceComm();
+  DeviceComm(const DeviceComm&) = delete;
+  DeviceComm& operator=(const DeviceComm&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t internalStream() const { return stream_.get(); }
+  /// How many executor blocks may run at once on this device.
+  int residentBlocks() const { return residentBlocks_; }
+
+  /// The plan in device memory, copied at first use. Fails when a peer the plan names is not
+  /// reachable through device memory.
+  Result<const DevicePlan*> upload(const std::shared_ptr<const Plan>& plan, bool capturing);
+  /// Device scratch of at least `bytes`. Earlier areas stay allocated (running or captured work
+  /// may still use them) until the communicator goes.
+  Result<char*> scratch(size_t bytes);
+  /// What every block of a launch of this communicator shares.
+  gpu::ExecutorArgs executorArgs() const;
+
+  /// Orders work about to be enqueued on `stream` after this communicator's earlier work, then
+  /// (markLaunched) records `stream` as holding its latest work. Captured streams are ordered by
+  /// the user's graph instead, so both do nothing while `capturing`.
+  Status orderAfterEarlier(cudaStream_t stream, bool capturing);
+  Status markLaunched(cudaStream_t stream, bool capturing);
+
+  /// The first failure a kernel of this communicator reported (ok while none).
+  Status deviceError() const;
+  /// Makes running and future kernels of this communicator stop.
+  void abort();
+
+ private:
+  DeviceComm() = default;
+  Status checkReachable(const Plan& plan) const;
+
+  DeviceClient* comm_ = nullptr;
+  int device_ = 0;
+  int rank_ = 0;
+  int nranks_ = 1;
+  int maxChannels_ = 1;
+  uint64_t timeoutNs_ = 0;
+  int residentBlocks_ = 0;
+  CudaStream stream_;
+  CudaEvent lastWork_;
+  bool haveLastWork_ = false;
+  std::unique_ptr<P2pTransport> p2p_;
+  DeviceMemory fifoTables_;  ///< send table then receive table, [peer * maxChannels + channel]
+  DeviceMemory errorLatch_;
+  PinnedMemory control_;
+  std::unordered_map<const Plan*, std::unique_ptr<DevicePlan>> plans_;
+  std::vector<DeviceMemory> scratch_;  ///< the last one is current
+};
+
+// ---- The registry (thread-safe).
+
+/// Remembers the bootstrap of a communicator being set up (device set-up uses it later).
+void registerDeviceCommunicator(DeviceClient* comm, Bootstrap* bootstrap);
+/// Forgets a communicator, destroying its DeviceComm (waits for its device work).
+void unregisterDeviceCommunicator(DeviceClient* comm);
+/// Binds a communicator to a device before its first call (braidCommInitAll's devlist).
+void bindDevice(DeviceClient* comm, int device);
+/// The bound device, or the device of the DeviceComm, or -1.
+int deviceOf(DeviceClient* comm);
+/// The communicator's DeviceComm if it has one.
+DeviceComm* findDeviceComm(DeviceClient* comm);
+/// Makes the DeviceComm of each (communicator, device) that has none, all at once (each creation
+/// is collective; several communicators of one thread must join their peers together).
+Status ensureDeviceComms(const std::vector<std::pair<DeviceClient*, int>>& wanted);
+
+}  // namespace braid
