@@ -3,38 +3,9 @@
 //
 // The probe (calibration_probe.h) runs small hand-made plans through the real host data path - the
 // plan executor, the progress engine's waiting, the CPU kernels and the FIFO code the shared-memory
-// transport uses - between two threads of this process, and derives:
-//
-//   stepUs        executor cost of one step that moves (almost) nothing, on one thread
-//   hopUs         one FIFO hand-off between ranks running on two cores, beyond the two steps
-//   crowdedHopUs  the same hand-off when ranks outnumber cores: four ranks on two cores pass data
-//                 around a ring, each hop waiting for the receiver to get a core back from a rank
-//                 that spins and yields (what every hop of 4 ranks on 2 cores pays): fitted so that
-//                 the cost model's simulation of four ranks on two cores running a small ring
-//                 all-reduce, call after call, takes as long as the real thing
-//   crowdedPostUs the CPU such a rank spends per slot it posts (waking a peer that yields or
-//                 sleeps): fitted the same way to the direct all-reduce over four channels
-//   crowdedSwitchFactor  what a crowded rank's bytes cost, as a multiple, when its core last ran
-//                 another rank (that rank's data evicted its own from the core's caches): fitted
-//                 the same way, the two above known, to the median run of a ring all-reduce of
-//                 1 MiB in 128 KiB chunks (measured on a 2-vCPU VM: 2.7-3.4 in seven calibrations;
-//                 the fastest run instead read 2.0-2.5, and once 1; the model's choices on the
-//                 all-reduce sweeps of perf/sweeps/ are the same anywhere in 2-3.4); a short
-//                 all-reduce pays a share of it (CostModel::switchShare)
-//   copy*GBps     kernels::copy on one thread, bytes per second
-//   reduce*GBps   the float32 sum kernel on one thread, output bytes per second
-//                 (*Cache: a 32 KiB chunk again and again; *Dram: buffers twice the LLC)
-//   transferGBps  what a receiving step adds per byte when the slot it reads was filled by another
-//                 core: a stream of 32 KiB slots between two threads, less the copy itself
-//   copyLlcGBps   kernels::copy over a working set the last-level cache holds but a core's own
-//                 caches do not (8 MiB, or half of cacheMiB when that is smaller); 0 where the
-//                 cache is too small to tell (then the model serves the whole cache at the
-//                 cache rate, as files written before this field do)
-//   cacheMiB      the last-level cache as the data path sees it: the largest working set
-//                 (doubling from 4 MiB) whose float32 sum still runs at least 1.5x its rate
-//                 from memory; the topology's own figure when every size checked ran that fast
-//                 or none did. A virtual machine may report the whole socket's L3 (508 MiB on
-//                 one whose vCPUs share a 32 MiB one); the model counts the smaller of the two
+// transport uses - between threads of this process, and times the kernels against the memory
+// system. The crowded constants are fitted instead: each is the value at which the cost model's
+// simulation of four ranks on two cores takes as long as those ranks really took.
 //
 // Rank 0 measures (or loads the per-host cache file) and every rank receives its values over the
 // bootstrap, so all ranks build the same tuner. The cache lives in $XDG_CACHE_HOME/braid (or
@@ -50,18 +21,44 @@
 namespace braid {
 
 /// Measured constants (units in the names). Plain data: it travels between ranks as text.
+/// The copy and reduce rates are of one thread, *Cache ones over a 32 KiB chunk again and again,
+/// *Dram ones over buffers twice the last-level cache.
 struct Calibration {
+  /// The executor's cost of one step that moves (almost) nothing, on one thread.
   double stepUs = 0;
+  /// One FIFO hand-off between ranks running on two cores, beyond the two steps.
   double hopUs = 0;
+  /// The same hand-off when ranks outnumber cores, each hop waiting for the receiver to get a
+  /// core back from a rank that spins and yields: fitted so that the cost model's simulation of
+  /// four ranks on two cores running a small ring all-reduce, call after call, takes as long as
+  /// the real thing.
   double crowdedHopUs = 0;
+  /// The CPU such a crowded rank spends per slot it posts (waking a peer that yields or sleeps):
+  /// fitted the same way to the direct all-reduce over four channels.
   double crowdedPostUs = 0;
-  double copyCacheGBps = 0;
-  double copyDramGBps = 0;
-  double reduceCacheGBps = 0;
-  double reduceDramGBps = 0;
-  double copyLlcGBps = 0;  ///< optional: 0 = not measured
+  double copyCacheGBps = 0;    ///< kernels::copy, bytes copied per second
+  double copyDramGBps = 0;     ///< kernels::copy, bytes copied per second
+  double reduceCacheGBps = 0;  ///< the float32 sum kernel, output bytes per second
+  double reduceDramGBps = 0;   ///< the float32 sum kernel, output bytes per second
+  /// kernels::copy over a working set the last-level cache holds but a core's own caches do not
+  /// (8 MiB, or half of cacheMiB when that is smaller); optional: 0 where the cache is too small
+  /// to tell (the model then serves the whole cache at the cache rate, as for files written
+  /// before this field).
+  double copyLlcGBps = 0;
+  /// What a receiving step adds per byte when another core filled the slot it reads: a stream
+  /// of 32 KiB slots between two threads, less the copy itself.
   double transferGBps = 0;
+  /// The last-level cache as the data path sees it: the largest working set (doubling from
+  /// 4 MiB) whose float32 sum still runs at least 1.5x its rate from memory; the topology's own
+  /// figure when every size checked ran that fast or none did. The model counts the smaller of
+  /// this and the topology's, which a virtual machine may overstate
+  /// (docs/performance-notes.md#the-cache-as-the-data-path-sees-it).
   double cacheMiB = 0;
+  /// What a crowded rank's bytes cost, as a multiple, when its core last ran another rank (whose
+  /// data evicted its own from the core's caches): fitted the same way, the two crowded terms
+  /// above known, to the median run of a ring all-reduce of 1 MiB in 128 KiB chunks
+  /// (docs/performance-notes.md#the-crowded-switch-factor). A short all-reduce pays a share of it
+  /// (CostModel::switchShare).
   double crowdedSwitchFactor = 1;
   int cpus = 0;  ///< CPUs the measuring process could run on (1: no cross-core measurement)
 
@@ -70,6 +67,7 @@ struct Calibration {
 
 /// Where a calibration came from, for logs and tests.
 enum class CalibrationSource { kMeasured, kCacheFile, kProcessCache };
+/// The name logs print for `source`.
 const char* calibrationSourceName(CalibrationSource source);
 
 /// Checks that every constant is finite, positive and plausible; the error names the field.
@@ -89,6 +87,7 @@ std::string defaultCalibrationDir();
 /// modification time of the binary that holds this code.
 std::string calibrationFingerprint(uint64_t hostHash);
 
+/// A host's calibration and where it came from.
 struct CalibrationResult {
   Calibration calibration;
   CalibrationSource source = CalibrationSource::kMeasured;

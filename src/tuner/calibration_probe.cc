@@ -131,8 +131,9 @@ std::vector<int> allowedCpus() {
 
 /// The CPUs the probe's threads run on: the process's, or - where a launcher bound it to one
 /// (mpirun --bind-to core, braid-perf --bind core) - every CPU a thread of it may be moved to.
-/// The calibration describes the host, whose other ranks run on the other CPUs: measured on the
-/// one CPU, a hand-off read 2.4 us against 0.56 and the switch factor 8 against 2.6.
+/// The calibration describes the host, whose other ranks run on the other CPUs; measured on the
+/// one CPU it reads hand-offs and switches several times too slow
+/// (docs/performance-notes.md#where-the-probe-runs).
 std::vector<int> probeCpus() {
   std::vector<int> cpus = allowedCpus();
   if (cpus.size() >= 2) return cpus;
@@ -413,11 +414,10 @@ class Probe {
     constexpr uint64_t kBytes = 1 << 20;
     ASSIGN_OR_RETURN(std::vector<Plan> plans,
                      repeatedPlans(Algorithm::kRing, 1, kBytes / 4, kChunk));
-    // A run to warm up first: on a 2-vCPU VM the first runs over these new megabytes of buffers
-    // and FIFOs took 2.3-2.9x as long as later ones (10.2-13.4 ms against 3.7-4.7 ms for the ten
-    // calls). Then the median run, not the fastest: where the scheduler puts four ranks on two
-    // cores varies from run to run, and a lucky run (fitted factor 1 where the others read
-    // 2.0-2.4) made the tuner pick algorithms 20% slower on average at 3 ranks.
+    // A run to warm up first: the first runs over these new megabytes of buffers and FIFOs take
+    // several times as long as later ones. Then the median run, not the fastest: where the
+    // scheduler puts four ranks on two cores varies from run to run, and a lucky one steers the
+    // tuner wrong (docs/performance-notes.md#the-crowded-switch-factor).
     RETURN_IF_ERROR(crowdedUs(plans, kBytes, kChunk, 1).status());
     ASSIGN_OR_RETURN(const double targetUs, crowdedUs(plans, kBytes, kChunk, 10, 0.5));
     SimMachine m = crowdedMachine(c);
@@ -549,7 +549,9 @@ class Probe {
   /// when none ran fast).
   Result<double> effectiveCacheMiB(double memoryGBps, uint64_t memoryBufferBytes) {
     constexpr uint64_t kSmallest = 4ull << 20;
-    constexpr double kCachedRatio = 1.5;  // L3 against memory here: 2-5x
+    // Well below what a cache gives over memory
+    // (docs/performance-notes.md#the-cache-as-the-data-path-sees-it).
+    constexpr double kCachedRatio = 1.5;
     const uint64_t largest = std::min(options_.llcBytes, memoryBufferBytes);
     uint64_t fast = 0;
     uint64_t checked = 0;

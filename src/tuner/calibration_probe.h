@@ -13,6 +13,7 @@
 
 namespace braid {
 
+/// How the probe measures.
 struct ProbeOptions {
   /// Bytes of the last-level cache; the memory-rate measurements use buffers twice as large (at
   /// least 16 MiB, at most 64 MiB) so that they run from memory, not from the cache.

@@ -15,8 +15,8 @@
 namespace braid {
 namespace {
 
-// Without a cache size in the topology: a common server L3 (and this size's LLC of the machines
-// the library is developed on).
+// Without a cache size in the topology: a common server L3 (and the LLC of the machines the
+// library is developed on).
 constexpr uint64_t kAssumedLlcBytes = 32ull << 20;
 // Without a core's cache in the topology: a common server core's L2 (1-2 MiB).
 constexpr uint64_t kAssumedCoreCacheBytes = 1ull << 20;
@@ -264,8 +264,7 @@ CostModel::BufferTiers CostModel::bufferTiers(Collective coll, Algorithm algo, u
   // (all hosts alike: slotBytes counts every rank's connectors, so a host holds its share).
   // Recursive doubling over a rank count that is no power of two folds the extra ranks in
   // first and hands them the result last; in between only a power of two of ranks work on
-  // their buffers (3 ranks on 2 cores, sweeps of every stored all-reduce and all-gather: mean
-  // geometric-mean regret 6.91 -> 6.38%, tables with a size above 25% 28 -> 25).
+  // their buffers (docs/performance-notes.md#recursive-doubling-over-other-rank-counts).
   const int n = machine_.nranks;
   double ranks = double(maxRanksPerHost_);
   if (algo == Algorithm::kRd && !std::has_single_bit(unsigned(n))) {
@@ -293,14 +292,12 @@ double CostModel::crowding() const {
 }
 
 double CostModel::switchShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const {
-  // Only all-reduce: applied to every collective, the stored sweeps of reduce-scatter and
-  // all-gather at 3 ranks got worse (mean geometric-mean regret 7.91 -> 8.00%).
+  // Only all-reduce: applied to every collective, the replayed sweeps of reduce-scatter and
+  // all-gather got worse (docs/performance-notes.md#the-crowded-switch-share).
   if (coll != Collective::kAllReduce) return 1.0;
   // What one rank keeps warm: its buffers and its share of the slots. The ranks of a core keep
   // their data across switches while together they fill under a quarter of its cache, and lose
-  // all of it from a half (fitted on 16 sweeps of 3 ranks on 2 cores with 1 MiB L2s, four
-  // calibrations: the geometric-mean regret 2.15 -> 1.78%, sizes above 25% 4 -> 0; anywhere from
-  // 0.1-0.3 to 0.4-0.6 of the cache did as well).
+  // all of it from a half (fitted to sweeps: docs/performance-notes.md#the-crowded-switch-share).
   const double rank = double(footprint(coll, bytes, machine_.nranks)) +
                       double(slotBytes) / double(machine_.nranks);
   const double filled = crowding() * rank / double(coreCacheOf(constants_.host));
@@ -318,13 +315,11 @@ SimMachine CostModel::machineWith(BufferTiers tiers, double inCore) const {
   SimMachine m = machine_;
   const Calibration& c = constants_.calibration;
   // Kernels run at cache speed on slots and chunks while what a rank's steps touch at once fits
-  // its core's cache; beyond that the overflow goes at memory speed (measured, 4 ranks on 2
-  // cores with 1 MiB L2s: ring, tree and rhd all-reduce with 512 KiB chunks on 4 channels
-  // 1.3-2.5x slower than with 128 KiB chunks, 2-32 MiB). The caller's buffers add what memory
-  // costs over the cache for the share of them the last-level cache does not hold (a memory
-  // copy touches two buffers, so each buffer carries half of the difference), and likewise what
-  // the last-level cache costs over the core's own for the share it holds (where measured: a
-  // VM's large L3 ran copies at a quarter of the core cache's rate, twice memory's).
+  // its core's cache; beyond that the overflow goes at memory speed. The caller's buffers add
+  // what memory costs over the cache for the share of them the last-level cache does not hold (a
+  // memory copy touches two buffers, so each buffer carries half of the difference), and likewise
+  // what the last-level cache costs over the core's own for the share it holds
+  // (docs/performance-notes.md#cache-and-memory-rates).
   m.bytes.copy = inCore * usPerByte(c.copyCacheGBps) + (1 - inCore) * usPerByte(c.copyDramGBps);
   m.bytes.reduce =
       inCore * usPerByte(c.reduceCacheGBps) + (1 - inCore) * usPerByte(c.reduceDramGBps);

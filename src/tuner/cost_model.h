@@ -5,35 +5,12 @@
 // double binary tree's two trees on two channels, the folds of rhd and rd at non-powers of two,
 // direct's n-1 sends per chunk.
 //
-// The constants, and where each comes from:
-//   alpha  per-message latency = hopUs (measured: a FIFO hand-off between two cores, calibration.h)
-//          + the link's latency from the topology: a socket crossing (topology.cc, Intel MLC
-//          remote-vs-local) between packages, NIC to fabric to NIC between hosts
-//   per-step overhead = stepUs (measured: the executor's cost of a step that moves nothing)
-//   beta   per-byte transfer: 1 / transfer rate for every slot a step reads (measured: a FIFO
-//          stream of 32 KiB slots between two cores) + 1 / copy rate for every output it writes
-//          (measured: kernels::copy on a cached chunk; the part of a step's chunk in and chunk
-//          out per channel that overflows one core's cache, from the topology's level below
-//          the LLC, goes at the memory rate instead) + what memory adds for every operand in
-//          the caller's buffers (measured: the copy over buffers twice the LLC), weighted by the
-//          share of the call's working set the last-level cache (size from the topology) cannot
-//          hold. The working set is every rank's buffers plus the FIFO slots the call cycles
-//          through (from its plans: per connector, min(FIFO depth, items) x its largest chunk,
-//          plan_cost.h), since slots occupy the same cache: large chunks on many channels push
-//          a call that would fit out of it; between hosts also 1 / the NIC's bandwidth
-//          (topology: the port speed, else the default network link), one transfer at a time
-//          per NIC
-//   gamma  per-byte reduction = 1 / reduce rate (measured: the float32 sum kernel, cached)
-//   oversubscription: the ranks of a host share min(cores of the host, cores the ranks are bound
-//          to) cores (topology + every rank's Locality; where each is bound to a single core,
-//          the distinct cores they name, each rank on its own). Where they outnumber them, each
-//          rank keeps a core and runs on it until it must wait (plan_cost.h); every hop costs
-//          crowdedHopUs (fitted so that this simulation of four ranks running a small ring
-//          all-reduce on two cores takes as long as the real thing, calibration.h), every slot
-//          posted costs its sender crowdedPostUs of CPU (fitted likewise to the direct
-//          all-reduce over four channels), and a step that follows another rank's on its core
-//          pays its bytes crowdedSwitchFactor times (fitted likewise to a 1 MiB ring
-//          all-reduce in 128 KiB chunks)
+// The constants: alpha, a FIFO hand-off (measured) plus the topology's link latency; a per-step
+// overhead (measured); beta, per byte, the cross-core transfer, copy and memory rates (measured)
+// weighted by how much of the call's working set - every rank's buffers and the FIFO slots it
+// cycles through - the caches hold, and between hosts the NIC's bandwidth; gamma, the reduce rate
+// (measured); and where ranks outnumber cores, the crowded terms fitted to real runs
+// (calibration.h). Where each comes from: docs/performance-notes.md#the-cost-models-constants.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +43,8 @@ struct HostShape {
 
   bool operator==(const HostShape&) const = default;
 };
+/// The shape of `topology`'s host; the default link models (topology.h) stand in for a socket
+/// crossing or network link it does not describe.
 HostShape hostShapeOf(const Topology& topology);
 
 /// Everything rank 0 measures or reads and every rank must share, so all build the same tuner.
@@ -77,9 +56,13 @@ struct ModelConstants {
 };
 /// A fixed-size, bit-exact little-endian encoding for the bootstrap.
 constexpr size_t kModelConstantsWireBytes = 19 * 8;
+/// Writes kModelConstantsWireBytes bytes at `out`.
 void encodeModelConstants(const ModelConstants& constants, uint8_t* out);
+/// Reads what encodeModelConstants wrote, bit for bit.
 ModelConstants decodeModelConstants(const uint8_t* in);
 
+/// Predicts the time of one call of every algorithm and shape by simulating its plans; copies
+/// share what they remember of long messages.
 class CostModel {
  public:
   CostModel() = default;

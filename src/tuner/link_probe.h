@@ -32,6 +32,7 @@ class Bootstrap;
 /// Other hosts rank 0 probes at most (one link of identical servers usually tells the story).
 constexpr int kMaxProbedHosts = 3;
 
+/// How long and how hard a probe of one link may run.
 struct LinkProbeOptions {
   int pings = 8;                      ///< timed round trips (after one warm-up)
   double pingBudgetUs = 20000;        ///< no new round trip after this (at least 3 are timed)

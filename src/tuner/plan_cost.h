@@ -4,22 +4,19 @@
 // The machine: each rank is one thread that executes its lanes' steps one at a time (as the host
 // executor does); a step may start once the slots it receives have arrived and the FIFOs it sends
 // to have room (nslots messages between hosts; within a host 64 messages and the plan's send window
-// of payload above 4 KiB, as the shared-memory FIFOs take them); it then occupies its rank for stepUs
-// plus its bytes at the copy or reduce rate, and what it sends arrives its host's hopUs (plus the
-// link's latency) after it ends. Where a host's ranks outnumber its cores, each rank keeps one of
-// them (the one it is bound to, else the host's k-th rank core k mod cores, as the OS scheduler
-// leaves a task where it runs) and a step waits for its core. A rank keeps its core while its next
-// step is ready by the time the last one ends, as the executor runs on until it must wait; one
-// that waits leaves the core to the other, as ranks that yield while they wait do. (Against turns
-// taken by readiness, 3 and 4 ranks on 2 cores, every collective but all-to-all: the model's
-// geometric-mean regret averaged 7.4% against 9.8-10.5% over ten fresh sweeps, each calibration
-// fitted under its rule, three calibrations each; 9.2% against 11.4% over the 46 stored in
-// perf/sweeps/.) A step that follows another rank's on its core pays its bytes switchFactor
-// times (its data were evicted from the core's caches), and, where every core has as many ranks
-// (they then stay put), a slot from a rank on the same core is received without the cross-core
-// transfer cost; hand-offs cost what a crowded host's cost (the receiver must first get a core
-// back from a rank that spins and yields) - that is what makes 4 ranks on 2 cores slow on every
-// hop and halves their bandwidth.
+// of payload above 4 KiB, as the shared-memory FIFOs take them); it then occupies its rank for
+// stepUs plus its bytes at the copy or reduce rate, and what it sends arrives its host's hopUs
+// (plus the link's latency) after it ends. Where a host's ranks outnumber its cores, each rank
+// keeps one of them (the one it is bound to, else the host's k-th rank core k mod cores, as the OS
+// scheduler leaves a task where it runs) and a step waits for its core. A rank keeps its core while
+// its next step is ready by the time the last one ends, as the executor runs on until it must wait;
+// one that waits leaves the core to the other, as ranks that yield while they wait do (the sweeps
+// bear this out: docs/performance-notes.md#ranks-keep-their-cores). A step that follows another
+// rank's on its core pays its bytes switchFactor times (its data were evicted from the core's
+// caches), and, where every core has as many ranks (they then stay put), a slot from a rank on the
+// same core is received without the cross-core transfer cost; hand-offs cost what a crowded host's
+// cost (the receiver must first get a core back from a rank that spins and yields) - that is what
+// makes 4 ranks on 2 cores slow on every hop and halves their bandwidth.
 // Transfers between hosts occupy the sending host's network link for bytes / bandwidth, one at a
 // time, and arrive a link latency later.
 //
@@ -35,26 +32,27 @@
 
 namespace braid {
 
-/// What moving bytes costs a rank's CPU (microseconds per byte). A step pays, per byte it
-/// moves: `transfer` for every slot it receives (the data sits in another core's cache; not
-/// where the sender stays on the receiver's core, plan_cost.h above), `reduce` for every
-/// combination of two operands, `copy` for every further output it writes, and `user` for every
-/// operand in a caller's buffer or scratch (what memory adds over the caches when the call's
-/// buffers do not fit them) but those the lane's previous step has just written.
+/// What moving bytes costs a rank's CPU (microseconds per byte); a step pays each per byte it
+/// moves.
 struct ByteCosts {
-  double copy = 0;
-  double reduce = 0;
+  double copy = 0;    ///< for every output beyond the reduction's (all of them without one)
+  double reduce = 0;  ///< for every combination of two operands
+  /// For every slot it receives: the data sits in another core's cache (not where the sender
+  /// stays on the receiver's core, see above).
   double transfer = 0;
+  /// For every operand in a caller's buffer or scratch but those the lane's previous step has
+  /// just written: what memory adds over the caches when the call's buffers do not fit them.
   double user = 0;
 };
 
 /// One direction between two ranks.
 struct PairLink {
-  double latencyUs = 0;  ///< added to every transfer (beyond the machine's hopUs)
-  int wire = -1;         ///< index of the serial resource (a host's network link) it occupies
-  double wireUsPerByte = 0;
+  double latencyUs = 0;      ///< added to every transfer (beyond the machine's hopUs)
+  int wire = -1;             ///< index of the serial resource (a host's network link) it occupies
+  double wireUsPerByte = 0;  ///< how long each byte occupies the wire
 };
 
+/// The modelled machine the plans run on (see above).
 struct SimMachine {
   int nranks = 1;
   std::vector<int> hostOf;     ///< rank -> host index (0..hosts-1)

@@ -20,43 +20,23 @@ constexpr uint32_t kPointToPointChunk = 128 * 1024;
 
 // Above this, the model does not pick direct for broadcast or reduce on its own (BRAID_ALGO
 // still may): there the root's n-1 copies of every byte compete for the memory bandwidth the
-// cores share, which the model, rating each core's copies at its own memory rate, misses. Below
-// it direct is often the fastest rooted call here: 3 and 4 ranks on 2 cores, broadcast and reduce
-// from 128 KB to 2-8 MB (direct broadcast at n = 4, 1 MB: 131 us against tree's 188 and ring's
-// 430), while at 64 MB a broadcast the model gave direct ran 18% behind tree (29 against 25 ms).
-// The limit stood at 64 KiB while the model priced the chains of crowded ranks far too low. With
-// the cores run as the executor runs them (plan_cost.h), 4 MiB against 64 KiB, replayed regret
-// (geometric mean): stored sweeps, broadcast n = 4 10.2 against 16.2%, n = 3 41.4 against
-// 51.8%, reduce n = 4 7.0 against 7.8%; fresh ones, broadcast n = 3 4.5 against 7.2%, the rest
-// level but broadcast n = 4 with one of three calibrations (5.5 against 2.7%).
+// cores share, which the model, rating each core's copies at its own memory rate, misses
+// (docs/performance-notes.md#direct-broadcast-and-reduce).
 constexpr uint64_t kDirectRootedMaxBytes = 4 << 20;
 
 // Nor direct all-reduce once the n-1 copies each rank sends exceed this: the model prices them
-// at cache speed and misses what n-1 full-size folds per rank cost (4 ranks on 2 cores, 32 KB,
-// 96 KiB sent: direct 21.3-25.0 us against rd 18.9-23.4, where the model rates direct 3% faster;
-// 3 ranks, 64 KB: level with tree, which the model picks). Up to it, its one hop wins (3 ranks at
-// 32 KB, 64 KiB sent: 13.7-14.7 us against rd's 17.8-18.7, in three sweeps of
-// perf/sweeps/2vcpu-vm-2026-12/in-turn; n = 3 and 4 at 16 KB: level with rd or ahead).
+// at cache speed and misses what n-1 full-size folds per rank cost
+// (docs/performance-notes.md#direct-all-reduce).
 constexpr uint64_t kDirectAllReduceMaxSent = 64 * 1024;
 
 // The model gives a call a second (fourth) channel only when each gets at least this much. It
-// rates splitting a few KiB over channels a gain (pipelining across ranks) and misses what every
-// extra slot costs the cores that post and take it. rd all-reduce, 4-16 KB, 1 / 2 / 4 channels:
-// 2 ranks 0.79-1.72 / 1.45-2.24 / 2.00-3.09 us in a slow minute, 1 / 4 channels 0.36-0.67 /
-// 0.54-1.07 us in a fast one (the model gave 2 channels at 4 KB, 4 at 16 KB); 4 ranks 5.3-8.4 /
-// 6.9-11.5 / 8.4-10.4 us, and one channel stays ahead up to 64 KB. The tuning tables measured
-// at 2 and 3 ranks spread calls over channels only from 32 KiB per channel up (at 4 ranks one
-// took rd on 2 channels from 16 KB, which lost to one channel timed as above).
+// rates splitting a few KiB over channels a gain and misses what every extra slot costs the cores
+// that post and take it (docs/performance-notes.md#bytes-per-channel).
 constexpr uint64_t kMinChannelBytes = 32 * 1024;
 
 // The model gives calls above this size no chunk below it. It rates smaller chunks a finer
-// pipeline at little cost per step, but each step costs more than it sees: 32 KiB chunks against
-// 128 KiB, one channel: 2 ranks, ring all-reduce 512 KB 82-101 / 42-59 us, 8 MB 1.3-1.9 /
-// 0.78-0.97 ms, tree 8 MB 1.6-2.2 / 1.2-1.5 ms; 3 ranks on 2 cores, ring all-reduce 2 MB
-// 694-746 / 403-554 us, 8 MB 4.0-4.9 / 2.1-3.0 ms, all-gather 2 MB 386-480 / 193-204 us;
-// 4 ranks, all-reduce 8 MB 4.6-4.7 / 2.6-3.0 ms, broadcast 8 MB 2.4-3.6 / 1.2-1.9 ms. The model
-// had picked 32 KiB chunks for tree at 4-8 MB (2 ranks) and hier at 2-16 MB (3 ranks): regret up
-// to 95% and 133%.
+// pipeline at little cost per step, but each step costs more than it sees
+// (docs/performance-notes.md#chunks-of-large-calls).
 constexpr uint64_t kMinLargeCallChunkBytes = 128 * 1024;
 
 std::string sizeText(uint64_t bytes) {

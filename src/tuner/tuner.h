@@ -4,10 +4,11 @@
 // size from 1 B to 4 GiB and every algorithm that serves the collective what its candidates
 // (chunk of 32K, 128K or 512K up to the FIFO slot size, 1, 2 or 4 channels up to those set up)
 // would take - the channel count at the middle chunk first, then the chunk at the best channel
-// count - and keeps each algorithm's fastest. That costs thousands of simulated plans (0.1 s at
-// 4 ranks, seconds at 16 and more), so the ranks of a communicator split the grid's cells between
-// them and gather the rest (GridShare). The grid is shared by the communicators of a process with
-// the same model inputs. A call uses the grid point nearest its size (in log scale).
+// count - and keeps each algorithm's fastest. That costs thousands of simulated plans
+// (docs/performance-notes.md#building-the-grid), so the ranks of a communicator split the grid's
+// cells between them and gather the rest (GridShare). The grid is shared by the communicators of
+// a process with the same model inputs. A call uses the grid point nearest its size (in log
+// scale).
 // Precedence, highest first:
 //   1. BRAID_ALGO (AlgoOverride semantics): restricts the algorithms a call may use; among them
 //      the measured table's choice if it is one, else the model's fastest;
@@ -34,14 +35,16 @@
 
 namespace braid {
 
-/// Where a choice came from.
+/// Where a choice came from: the cost model, the measured table (BRAID_TUNING_FILE), the model
+/// among the algorithms BRAID_ALGO allows, or the fixed choice of what the tuner does not model.
 enum class ChoiceSource : uint8_t { kModel, kTable, kOverride, kFixed };
+/// The name logs and braid-perf print for `source`.
 const char* choiceSourceName(ChoiceSource source);
 
 /// How one call will run. Identical on every rank for the same call (ranks must agree).
 struct Choice {
   Algorithm algo = Algorithm::kRing;
-  uint32_t chunkBytes = 0;
+  uint32_t chunkBytes = 0;  ///< the most bytes one step moves to one peer
   int nchannels = 1;
   ChoiceSource source = ChoiceSource::kModel;
   double predictedUs = -1;  ///< the model's time for this algorithm at the grid point; -1: none
@@ -77,6 +80,7 @@ struct GridShare {
   std::function<Status(uint8_t* data, size_t bytesPerRank)> allGather;
 };
 
+/// Chooses algorithm, chunk and channels for every call (see above).
 class Tuner {
  public:
   /// Model grid: sizes 2^0 .. 2^kMaxSizeLog bytes.

@@ -24,6 +24,7 @@ class Bootstrap;
 class Logger;
 struct Config;
 
+/// What setUpTuner needs of the communicator being built.
 struct TunerContext {
   const Config* config = nullptr;
   const Logger* logger = nullptr;
@@ -31,8 +32,8 @@ struct TunerContext {
   const Topology* topology = nullptr;     ///< this rank's topology (rank 0's is used)
   std::vector<RankPlacement> placements;  ///< every rank's host and locality
   std::vector<int> ring;                  ///< the communicator's ring order (empty: identity)
-  int rank = 0;
-  int maxChannels = 1;
+  int rank = 0;                           ///< this rank in the communicator
+  int maxChannels = 1;                    ///< channels whose connectors the communicator sets up
   /// Rank 0 reaches other hosts over RDMA: the link probe (over TCP) is skipped.
   bool rdmaBetweenHosts = false;
   /// Where the calibration cache lives; "" disables it. Set it from defaultCalibrationDir().

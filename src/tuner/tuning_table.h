@@ -30,6 +30,7 @@
 
 namespace braid {
 
+/// One line of a tuning file: the choice for (coll, nranks) from minBytes up to maxBytes.
 struct TuningEntry {
   Collective coll = Collective::kAllReduce;
   int nranks = 1;
@@ -45,16 +46,19 @@ struct TuningEntry {
   bool covers(uint64_t bytes) const { return bytes >= minBytes && (toInf || bytes < maxBytes); }
 };
 
+/// The choices of a tuning file, checked: no two lines of one (collective, nranks) overlap.
 class TuningTable {
  public:
   TuningTable() = default;
   /// Parses the text of a tuning file; `origin` (the file name) prefixes every error, with the
   /// line number.
   static Result<TuningTable> parse(const std::string& text, const std::string& origin);
+  /// parse() of the file at `path`.
   static Result<TuningTable> load(const std::string& path);
 
   /// The file text, lines sorted by collective, nranks and size.
   std::string format() const;
+  /// Writes format() to `path`.
   Status save(const std::string& path) const;
 
   /// The entry covering a call, or nullptr.
