@@ -10,6 +10,7 @@
 
 namespace braid {
 
+/// A set of PU numbers (see above).
 class CpuSet {
  public:
   CpuSet() = default;
@@ -42,7 +43,7 @@ class CpuSet {
 
  private:
   void trim();
-  std::vector<uint64_t> words_;  // bit i of word w is cpu 64*w+i; no trailing zero words
+  std::vector<uint64_t> words_;  ///< bit i of word w is cpu 64*w+i; no trailing zero words
 };
 
 }  // namespace braid

@@ -10,6 +10,7 @@
 
 namespace braid {
 
+/// Where the topology comes from, and where to write it.
 struct TopologyOptions {
   /// BRAID_TOPO_FILE: an hwloc XML file to load instead of probing this machine.
   std::string xmlFile;
@@ -19,10 +20,11 @@ struct TopologyOptions {
   std::string sysfsRoot = "/sys";
 };
 
+/// Which discovery runs.
 enum class DiscoveryMethod {
-  kAuto,   // hwloc when built with it, else sysfs
-  kHwloc,  // hwloc only (an error in a build without it)
-  kSysfs,  // the fallback, even when hwloc is available
+  kAuto,   ///< hwloc when built with it, else sysfs
+  kHwloc,  ///< hwloc only (an error in a build without it)
+  kSysfs,  ///< the fallback, even when hwloc is available
 };
 
 /// Discovers (or loads) the topology and this process's CPU binding (Topology::processBinding;

@@ -11,17 +11,18 @@
 
 namespace braid {
 
+/// Where one rank sits inside its host (computeLocality says how each field is found).
 struct Locality {
-  int32_t package = -1;     // OS index of the rank's package; -1 when unknown or several
-  int32_t numaNode = -1;    // OS index of the rank's NUMA node; -1 when unknown or several
-  int32_t cores = 0;        // cores the rank is bound to
-  int32_t pus = 0;          // PUs the rank is bound to
-  int64_t nearestGpu = -1;  // packed PCI bus id (packPciBusId) of the rank's GPU, or -1
-  int64_t nearestNic = -1;  // packed PCI bus id of the NIC nearest the rank's GPU or CPUs, or -1
-  int64_t pciSwitch = -1;   // packed PCI bus id of the switch (or root port) above that GPU
-                            // (else above that NIC), or -1
-  int32_t core = -1;        // logical index of the one core the rank is bound to; -1 when
-                            // bound to several (or unbound)
+  int32_t package = -1;     ///< OS index of the rank's package; -1 when unknown or several
+  int32_t numaNode = -1;    ///< OS index of the rank's NUMA node; -1 when unknown or several
+  int32_t cores = 0;        ///< cores the rank is bound to
+  int32_t pus = 0;          ///< PUs the rank is bound to
+  int64_t nearestGpu = -1;  ///< packed PCI bus id (packPciBusId) of the rank's GPU, or -1
+  int64_t nearestNic = -1;  ///< packed PCI bus id of the NIC nearest the rank's GPU or CPUs, or -1
+  /// Packed PCI bus id of the switch (or root port) above that GPU (else above that NIC), or -1.
+  int64_t pciSwitch = -1;
+  /// Logical index of the one core the rank is bound to; -1 when bound to several (or unbound).
+  int32_t core = -1;
 
   bool operator==(const Locality& other) const = default;
 };
@@ -29,7 +30,9 @@ static_assert(std::is_trivially_copyable_v<Locality>);
 
 /// Bytes of a Locality on the wire (little-endian, fields in declaration order).
 inline constexpr size_t kLocalityWireBytes = 44;
+/// Writes kLocalityWireBytes bytes at `out`.
 void encodeLocality(const Locality& locality, uint8_t* out);
+/// Reads what encodeLocality wrote.
 Locality decodeLocality(const uint8_t* in);
 
 /// The locality of a rank bound to `cpus` (limited to the machine's PUs; every PU when that

@@ -3,10 +3,9 @@
 // each host's ranks are contiguous (one network hop in and one out per host), and inside a host
 // ranks are grouped by package, then NUMA node, then PCI switch, so a ring crosses each socket
 // and each switch boundary as few times as possible. Pure function of what the ranks shared.
-// Ranks bound to the same core are not made neighbours: measured with four ranks on two cores
-// (bound alternately), that order made all-reduce 256 KiB-16 MiB 1.4-1.5x faster with ring,
-// 1.2-1.5x with hier and 3-15% with rhd, but 1.1-2x slower with tree, and the cost model then
-// ranked ring and hier above rhd, which stayed the fastest.
+// Ranks bound to the same core are not made neighbours: an order that did so sped up ring and hier
+// but slowed tree and misled the cost model
+// (docs/performance-notes.md#rings-of-ranks-sharing-a-core).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +17,7 @@ namespace braid {
 
 /// What every rank shares about itself at init.
 struct RankPlacement {
-  uint64_t hostHash = 0;  // hostHash(hostIdentity(...)): equal for ranks on one host
+  uint64_t hostHash = 0;  ///< hostHash(hostIdentity(...)): equal for ranks on one host
   Locality locality;
 };
 
@@ -35,6 +34,7 @@ struct RingCrossings {
   int numaNodes = 0;
   int pciSwitches = 0;
 };
+/// The boundaries a ring over `order` crosses, by kind.
 RingCrossings countRingCrossings(const std::vector<int>& order,
                                  const std::vector<RankPlacement>& placements);
 

@@ -11,6 +11,7 @@
 
 namespace braid {
 
+/// This machine's topology for `options`, discovered on the first call and shared after it.
 Result<std::shared_ptr<const Topology>> processTopology(const TopologyOptions& options);
 
 }  // namespace braid

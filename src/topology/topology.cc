@@ -13,39 +13,32 @@ namespace {
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
-// ---- Link defaults. Bandwidths are per direction, GB/s = 1e9 bytes/s. ----
+// ---- Link defaults, for links whose figures discovery does not report. Bandwidths are per
+// direction, GB/s = 1e9 bytes/s; each figure's source: docs/performance-notes.md#link-defaults.
 
 // Containment inside a package (caches, cores, the on-die root complex) is never what limits a
 // transfer between the devices modelled here: the memory, PCIe or socket link beside it is.
 constexpr LinkModel kInternalLink{kInfinite, 0.0};
 
-// Memory: DDR4-3200 moves 3200 MT/s x 8 bytes = 25.6 GB/s per channel (JEDEC JESD79-4); we assume
-// 4 channels per NUMA node. Latency: idle local DRAM load-to-use latency on current x86 servers is
-// 80-110 ns as Intel's Memory Latency Checker reports it; we take 0.09 us.
+// Memory: four DDR4-3200 channels per NUMA node; idle local DRAM latency.
 constexpr LinkModel kMemoryLink{4 * 25.6, 0.09};
 
-// PCIe when hwloc gives no link speed: Gen3 x16, 8 GT/s x 16 lanes x 128/130 coding / 8 bits
-// = 15.75 GB/s (PCI Express Base Specification 3.0; the formula hwloc uses for its link speed).
-// Latency: PCIe switch vendors (Broadcom PEX, Microchip Switchtec product briefs) quote roughly
-// 100-150 ns port to port; one link of the model carries 0.15 us.
+// PCIe when hwloc gives no link speed: Gen3 x16 (hwloc's formula for its link speed); a switch's
+// port-to-port latency.
 constexpr LinkModel kPcieLink{8.0 * 16 * 128.0 / 130.0 / 8.0, 0.15};
 
-// NVLink when its bandwidth is not reported: one NVLink 4 link, 25 GB/s per direction (NVIDIA
-// H100 architecture whitepaper: 18 links, 900 GB/s in both directions together). Latency: an
-// estimate (about twice a PCIe hop) until measured tables replace it.
+// NVLink when its bandwidth is not reported: one NVLink 4 link. The latency is an estimate (about
+// twice a PCIe hop) until measured tables replace it.
 constexpr LinkModel kNvlinkLink{25.0, 0.3};
 
-// Socket to socket: Intel UPI at 10.4 GT/s carries 20.8 GB/s per direction per link (Intel Xeon
-// Scalable platform documentation); 2-socket boards commonly wire two links between the sockets:
-// 41.6 GB/s. Crossing to the other socket's memory adds about 60 ns over local (Intel Memory
-// Latency Checker, local vs remote); each package links to the machine node, so a crossing is two
-// links of half that latency.
+// Socket to socket: two UPI links, as 2-socket boards commonly wire them. Each package links to
+// the machine node, so a crossing (remote memory's extra latency over local) is two links of half
+// its latency.
 constexpr double kSocketCrossingUs = 0.06;
 constexpr LinkModel kInterSocketLink{2 * 20.8, kSocketCrossingUs / 2};
 
-// Network when the NIC's port speed is unknown: 100 Gbit/s (EDR InfiniBand / 100 GbE) =
-// 12.5 GB/s. Latency: small-message MPI latency over InfiniBand is about 1 us end to end (OSU
-// micro-benchmark results); a host-to-host path crosses two NIC-fabric links of 0.5 us each.
+// Network when the NIC's port speed is unknown: 100 Gbit/s. A host-to-host path crosses two
+// NIC-fabric links, each half of InfiniBand's small-message latency.
 constexpr LinkModel kNetworkLink{100.0 / 8.0, 0.5};
 
 bool isCpuSide(NodeKind k) {

@@ -15,41 +15,46 @@
 
 namespace braid {
 
+/// What a node of the topology graph is.
 enum class NodeKind : uint8_t {
-  kMachine,  // the root: one host
-  kPackage,  // a CPU socket
-  kNuma,     // a NUMA memory node
-  kCache,    // a data or unified CPU cache (instruction caches are left out)
+  kMachine,  ///< the root: one host
+  kPackage,  ///< a CPU socket
+  kNuma,     ///< a NUMA memory node
+  kCache,    ///< a data or unified CPU cache (instruction caches are left out)
   kCore,
-  kPu,             // a hardware thread
-  kPciHostBridge,  // a PCI root complex (hwloc "HostBridge"): where PCIe meets the CPU
-  kPciBridge,      // a lone PCI-to-PCI bridge (typically a CPU root port) above one device slot
-  kPciSwitch,      // a PCIe switch: its upstream and downstream port bridges merged into one node
-  kGpu,            // an NVIDIA GPU (PCI vendor 0x10de, display/3D class)
-  kNic,            // a network adapter: a PCI device with a network or OpenFabrics OS device
-  kPciDevice,      // any other PCI device hwloc keeps (storage, ...)
-  kFabric,         // the network outside this host; every NIC links to it
+  kPu,             ///< a hardware thread
+  kPciHostBridge,  ///< a PCI root complex (hwloc "HostBridge"): where PCIe meets the CPU
+  kPciBridge,      ///< a lone PCI-to-PCI bridge (typically a CPU root port) above one device slot
+  kPciSwitch,      ///< a PCIe switch: its upstream and downstream port bridges merged into one node
+  kGpu,            ///< an NVIDIA GPU (PCI vendor 0x10de, display/3D class)
+  kNic,            ///< a network adapter: a PCI device with a network or OpenFabrics OS device
+  kPciDevice,      ///< any other PCI device hwloc keeps (storage, ...)
+  kFabric,         ///< the network outside this host; every NIC links to it
 };
 
+/// What a link of the topology graph joins.
 enum class LinkKind : uint8_t {
-  kInternal,     // containment inside a package (package > cache > core > PU, root complex)
-  kMemory,       // a NUMA node to the CPUs that own it
-  kPcie,         // one PCIe link (device to switch, switch to root complex, ...)
-  kNvlink,       // GPU to GPU
-  kInterSocket,  // half of a socket-to-socket crossing (each package links to the machine)
-  kNetwork,      // a NIC to the fabric
+  kInternal,     ///< containment inside a package (package > cache > core > PU, root complex)
+  kMemory,       ///< a NUMA node to the CPUs that own it
+  kPcie,         ///< one PCIe link (device to switch, switch to root complex, ...)
+  kNvlink,       ///< GPU to GPU
+  kInterSocket,  ///< half of a socket-to-socket crossing (each package links to the machine)
+  kNetwork,      ///< a NIC to the fabric
 };
 
+/// The names the topology's XML and logs use ("Package", "PCIe", ...).
 const char* nodeKindName(NodeKind kind);
 const char* linkKindName(LinkKind kind);
 
 /// Default bandwidth (GB/s, 1e9 bytes per second, one direction) and latency (microseconds) of a
 /// link kind; where a link's own speed is known (hwloc's PCIe link speed, NVLink matrix, NIC port
-/// speed) that replaces the bandwidth. The constants and their sources are in topology.cc.
+/// speed) that replaces the bandwidth. Where each default comes from:
+/// docs/performance-notes.md#link-defaults.
 struct LinkModel {
   double bandwidthGBps;
   double latencyUs;
 };
+/// The default model of `kind` (topology.cc).
 LinkModel defaultLinkModel(LinkKind kind);
 
 /// PCI bus ids packed into one integer, domain << 16 | bus << 8 | device << 3 | function, so they
@@ -60,32 +65,36 @@ std::string formatPciBusId(int64_t busId);
 /// Accepts "dddd:bb:dd.f" with a 1-8 digit domain (as CUDA prints it) or "bb:dd.f", any case.
 Result<int64_t> parsePciBusId(const std::string& text);
 
+/// One node of the topology graph: a part of the machine, or the fabric outside it.
 struct TopoNode {
   int id = -1;
   NodeKind kind = NodeKind::kMachine;
-  int parent = -1;  // tree parent; -1 for the machine and the fabric
+  int parent = -1;  ///< tree parent; -1 for the machine and the fabric
   std::vector<int> children;
-  std::vector<int> links;  // ids of every link touching this node
-  int osIndex = -1;        // the OS's number (PU, core, NUMA node, package), -1 when none
-  int logicalIndex = -1;   // position among nodes of its kind, in tree order
-  int numaNode = -1;      // OS index of the NUMA node it belongs or is local to; -1 unknown/several
-  int package = -1;       // OS index of the package it is in or attached to; -1 unknown/several
-  int64_t pciBusId = -1;  // PCI devices, bridges and switches (the switch's upstream port)
+  std::vector<int> links;  ///< ids of every link touching this node
+  int osIndex = -1;        ///< the OS's number (PU, core, NUMA node, package), -1 when none
+  int logicalIndex = -1;   ///< position among nodes of its kind, in tree order
+  /// OS index of the NUMA node it belongs or is local to; -1 unknown/several.
+  int numaNode = -1;
+  int package = -1;       ///< OS index of the package it is in or attached to; -1 unknown/several
+  int64_t pciBusId = -1;  ///< PCI devices, bridges and switches (the switch's upstream port)
   uint16_t vendorId = 0;
   uint16_t deviceId = 0;
-  uint16_t classId = 0;     // PCI class and subclass, e.g. 0x0302 for a 3D controller
-  double pcieLinkGBps = 0;  // speed of the PCIe link above this node as hwloc reports it; 0 unknown
-  double netSpeedGbps = 0;  // NIC port speed in Gbit/s; 0 unknown
+  uint16_t classId = 0;     ///< PCI class and subclass, e.g. 0x0302 for a 3D controller
+  /// Speed of the PCIe link above this node as hwloc reports it; 0 unknown.
+  double pcieLinkGBps = 0;
+  double netSpeedGbps = 0;  ///< NIC port speed in Gbit/s; 0 unknown
   int cacheLevel = 0;
   uint64_t cacheBytes = 0;
-  int bridgeCount = 0;                 // hwloc bridges merged into a kPciBridge / kPciSwitch node
-  std::string name;                    // OS device name (GPU "nvml0", NIC "mlx5_0") or bus range
-  std::vector<std::string> osDevices;  // every OS device name hwloc listed under it
-  CpuSet cpuset;                       // PUs below or local to it (empty for I/O nodes)
+  int bridgeCount = 0;                 ///< hwloc bridges merged into a kPciBridge / kPciSwitch node
+  std::string name;                    ///< OS device name (GPU "nvml0", NIC "mlx5_0") or bus range
+  std::vector<std::string> osDevices;  ///< every OS device name hwloc listed under it
+  CpuSet cpuset;                       ///< PUs below or local to it (empty for I/O nodes)
 
   bool operator==(const TopoNode& other) const = default;
 };
 
+/// One link of the topology graph, between nodes `a` and `b`, with its bandwidth and latency.
 struct TopoLink {
   int id = -1;
   LinkKind kind = LinkKind::kInternal;
@@ -99,11 +108,11 @@ struct TopoLink {
 
 /// A route between two nodes.
 struct TopoPath {
-  std::vector<int> nodes;  // from .. to
-  std::vector<int> links;  // links[i] joins nodes[i] and nodes[i + 1]
+  std::vector<int> nodes;  ///< from .. to
+  std::vector<int> links;  ///< links[i] joins nodes[i] and nodes[i + 1]
   std::vector<LinkKind> linkKinds;
-  double bandwidthGBps = 0;  // the narrowest link (infinite when only kInternal links)
-  double latencyUs = 0;      // sum over the links
+  double bandwidthGBps = 0;  ///< the narrowest link (infinite when only kInternal links)
+  double latencyUs = 0;      ///< sum over the links
 
   int count(LinkKind kind) const;
   int hops() const { return static_cast<int>(links.size()); }
@@ -112,11 +121,12 @@ struct TopoPath {
 /// A set of PUs seen through the topology (a process binding, typically).
 struct CpuBinding {
   CpuSet pus;
-  std::vector<int> cores;      // logical indexes of cores with at least one PU in the set
-  std::vector<int> numaNodes;  // OS indexes of NUMA nodes whose CPUs meet the set
-  std::vector<int> packages;   // OS indexes of packages whose CPUs meet the set
+  std::vector<int> cores;      ///< logical indexes of cores with at least one PU in the set
+  std::vector<int> numaNodes;  ///< OS indexes of NUMA nodes whose CPUs meet the set
+  std::vector<int> packages;   ///< OS indexes of packages whose CPUs meet the set
 };
 
+/// The machine as a graph (see above): nodes parent first, links, and this process's binding.
 class Topology {
  public:
   // --- Building (discovery and tests): add nodes parent first, then finalize() once. ---
