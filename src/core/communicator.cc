@@ -25,10 +25,8 @@ namespace {
 // until a plan first uses them.
 constexpr int kDefaultMaxChannels = 4;
 // A device call's channels are thread blocks: one block moves far less than the GPU's memory
-// can, so device calls spread over many. Measured on an H200, 2 ranks sharing it under MPS,
-// all-reduce busbw at 16 / 128 MiB: 15 / 8.3 GB/s on the host's 1-2 channels, 54 / 58 on 8,
-// 92 / 109 on 16, 123 / 195 on 32; at 2 MiB 8 and 16 channels were best (66 and 64 us) and 32
-// slower (79 us). Hence up to 32 channels, one per 256 KiB of the call.
+// can, so device calls spread over up to 32 channels, one per 256 KiB of the call, which ran
+// best on an H200 (docs/performance-notes.md#channels-of-device-calls).
 constexpr int kDefaultDeviceMaxChannels = 32;
 constexpr uint64_t kDeviceBytesPerChannel = 256 << 10;
 constexpr size_t kPlanCacheEntries = 64;

@@ -98,8 +98,7 @@ namespace {
 
 /// Whether a call's outputs larger than the cache are written with non-temporal stores: only
 /// where ranks share cores. With a core per rank, streaming the output while the peer reads the
-/// slots cost up to half the bandwidth (2 ranks on 2 cores, ring all-reduce 16-256 MB: 5.2-7.6
-/// GB/s streaming, 9.5-11.4 cached); with 4 ranks on 2 cores it gained 10-15%, at 3 nothing.
+/// slots cost up to half the bandwidth (docs/performance-notes.md#non-temporal-output-stores).
 bool streamsLargeOutputs(Communicator* comm) { return coresShared(comm->waker()); }
 
 // One collective outside a group: what runBatch does for it, without its containers (the

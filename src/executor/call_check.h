@@ -7,18 +7,16 @@
 //
 // Receiving. Waiting for the predecessor's descriptor before a call returns ties every rank to
 // its predecessor's arrival: a broadcast root or a reduce leaf, whose part needs nobody, then
-// pays a hand-off per call (4 ranks on 2 cores, 64 B broadcast: 2.4 us against 0.34 without the
-// check). So a slot is taken whenever it has arrived - during the call, at the start of a later
-// one, while a call waits, or from braidCommGetAsyncError - and a call waits for it only while
-// more than maxLag calls are still unchecked (BRAID_CALL_CHECK=2: none, every call waits for its
-// own). A mismatch found late fails the rank that finds it, naming both calls; its failure notice
-// reaches the others.
+// pays a hand-off per call (docs/performance-notes.md#the-call-check). So a slot is taken
+// whenever it has arrived - during the call, at the start of a later one, while a call waits, or
+// from braidCommGetAsyncError - and a call waits for it only while more than maxLag calls are
+// still unchecked (BRAID_CALL_CHECK=2: none, every call waits for its own). A mismatch found late
+// fails the rank that finds it, naming both calls; its failure notice reaches the others.
 //
 // Sending. An empty slot per call still costs both ranks a cache line each way, as much as the
-// data of a small rooted call (4 ranks on 2 cores, 64 B broadcast: 1.3 us a call with it, 0.7
-// without). So a rank that runs on without waiting holds its descriptors back and sends up to
-// `batch` of them in one slot, the newest in its header and the others in its payload. The
-// queue goes out once it is full, as soon as the rank waits for anything (measured no slower
+// data of a small rooted call. So a rank that runs on without waiting holds its descriptors back
+// and sends up to `batch` of them in one slot, the newest in its header and the others in its
+// payload. The queue goes out once it is full, as soon as the rank waits for anything (no slower
 // than holding it, and its successor hears sooner), before a point-to-point check to the
 // successor (the FIFO keeps calls in order), and from braidCommGetAsyncError; so a deviant that
 // runs ahead is still reported to a peer that waits on it, and to every rank that asks for its
@@ -57,12 +55,13 @@ class TryLock {
   std::atomic<bool> held_{false};
 };
 
+/// A communicator's call check (see above): descriptors held back for the successor, and the
+/// predecessor's calls not yet checked.
 class CallCheckLedger {
  public:
   /// The default lag: as many calls as a shared-memory FIFO holds, so a rank runs as far ahead
-  /// of its predecessor as its data lets it (4 ranks on 2 cores, 64 B reduce: 1.3 us a call
-  /// against 1.5 with a lag of 32), while the predecessor's check slots, 8 calls each, fill an
-  /// eighth of their FIFO.
+  /// of its predecessor as its data lets it (docs/performance-notes.md#the-call-check), while the
+  /// predecessor's check slots, 8 calls each, fill an eighth of their FIFO.
   static constexpr uint32_t kDefaultMaxLag = 64;
   /// The default batch: well under the lag, so a successor never waits on descriptors held back
   /// (the predecessor has sent all but batch - 1 of its calls' when it starts the next).

@@ -9,6 +9,7 @@
 
 namespace braid {
 
+/// One communicator's connectors, by (peer, channel), made on first use.
 class ConnectorTable {
  public:
   ConnectorTable() = default;

@@ -12,17 +12,14 @@ namespace {
 constexpr int kMaxOperands = kMaxStepPeers + 2;
 
 // Payloads that fit a FIFO line's own area are copied even where they could be lent: that copy
-// is as cheap as a lent read. Larger ones are lent wherever they can be: 2 ranks, all-reduce of
-// 8 KiB, 0.63-0.66 us a call lent against 1.8-2.3 us copied.
+// is as cheap as a lent read. Larger ones are lent wherever they can be, which beats copying them
+// (docs/performance-notes.md#lending-payloads).
 constexpr uint32_t kMinLentBytes = kSmallBytes + 1;
 // In place a rank lends only what it has finished (the all-gather half of a ring or rhd
 // all-reduce), and waits at the end of the call until its readers are done with it, where a
 // copying rank would start its next call. Below about a MiB that wait costs more than the copy
-// saves (4 ranks, rhd, 128 KiB: 74-78 us a call lent against 55-64 copied; 2 ranks, 256 KiB:
-// 36-40 against 33-35); from it lending wins (4 ranks, rhd, 1 MiB: 351-384 us against 420-470;
-// 16 MiB: 5.7-5.9 ms against 8.0; 2 ranks, 4 MiB: 505-536 us against 588-810; 16 MiB: 1.9-2.1 ms
-// against 2.3). Large calls copy again: in place, a copying rank rewrites lines it has just read,
-// and 2 ranks at 64 MiB took 16.8-21.7 ms a call lent against 13.1-13.8 copied.
+// saves; from it lending wins, until calls so large that a copying rank, rewriting lines it has
+// just read, wins again (docs/performance-notes.md#lending-payloads).
 constexpr uint64_t kMinInPlaceLentCallBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxInPlaceLentCallBytes = uint64_t{32} << 20;
 
@@ -50,9 +47,8 @@ void copyToAll(char* const* dsts, int n, const char* value, size_t bytes) {
 // Whether outputs go out through non-temporal stores: only where the working set of every rank
 // on the host exceeds the cache (kernels::streamOutputs), and not in place when the output lies
 // within the input. Such a call reads each output line before it writes it, so the line is
-// cached and a non-temporal store would evict it without saving a read for ownership (4 ranks,
-// in place: all-reduce 4 MiB 5.3-5.5 -> 7.2-7.5 GB/s busbw, reduce 8 MiB 4.3-5.0 -> 7.3-7.7;
-// 3 ranks, all-reduce 64 MiB 5.4-5.5 -> 6.2-6.8).
+// cached and a non-temporal store would evict it without saving a read for ownership
+// (docs/performance-notes.md#non-temporal-output-stores).
 bool streamsOutput(const Plan& plan, const PlanBuffers& buffers) {
   if (plan.outputBytes <= plan.inputBytes &&
       overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes)) {

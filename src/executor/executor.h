@@ -4,8 +4,8 @@
 // whether anything moved; the progress engine (progress.h) decides how to wait between calls.
 // A lane runs its steps in order, except that while one waits the sends of the steps after it go
 // early where they read nothing a step still to come writes (a Send, an exchange's send half):
-// a rank then hands a peer several chunks per turn on a shared core instead of one (4 ranks on 2
-// cores: rhd all-reduce 15-20% faster at 4-16 MB). The cost model simulates the same (plan_cost).
+// a rank then hands a peer several chunks per turn on a shared core instead of one
+// (docs/performance-notes.md#early-sends). The cost model simulates the same (plan_cost).
 // Every received slot is checked against this rank's own call (size and CallDescriptor), so ranks
 // that disagree fail with a message naming both calls instead of corrupting data or hanging.
 // Because the communicator appends a call check lane to every plan that exchanges data (empty
@@ -37,6 +37,7 @@ namespace braid {
 /// "allreduce(count=1000, float, sum)" and the like, for mismatch reports.
 std::string describeCall(const CallDescriptor& call);
 
+/// One rank's run of one Plan: its lanes, their positions, and what they lent or hold.
 class PlanRun {
  public:
   /// `mayStream`: large outputs may be written with non-temporal stores (see streamOutput_).
@@ -73,13 +74,13 @@ class PlanRun {
   static constexpr uint32_t kMaxSendAheadSteps = 16;
   struct LaneState {
     size_t next = 0;
-    bool sendDone = false;  // halves of an independent step already finished
+    bool sendDone = false;  ///< halves of an independent step already finished
     bool recvDone = false;
-    bool expected = false;  // a check step told the ledger its slot is due
-    bool queued = false;    // a check step gave the ledger its descriptor to send
-    bool sentAhead = false;  // sendAhead posted this step's sends (a Send step is then done)
-    uint32_t passedAhead = 0;  // steps after `next` that sendAhead has walked past
-    const Waker* blockedOn = nullptr;  // the peer the current step last waited for
+    bool expected = false;  ///< a check step told the ledger its slot is due
+    bool queued = false;    ///< a check step gave the ledger its descriptor to send
+    bool sentAhead = false;  ///< sendAhead posted this step's sends (a Send step is then done)
+    uint32_t passedAhead = 0;  ///< steps after `next` that sendAhead has walked past
+    const Waker* blockedOn = nullptr;  ///< the peer the current step last waited for
   };
 
   /// Where the `bytes` that `step` sends (lentSource) can be lent to the receiver of `send`

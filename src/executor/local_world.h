@@ -74,6 +74,7 @@ class LocalTransport final : public Transport {
   int rank_;
 };
 
+/// A communicator that never fails, for LocalWorld's ranks.
 class LocalClient final : public ProgressClient {
  public:
   LocalClient(LocalWorld* world, int rank) : world_(world), rank_(rank) {}

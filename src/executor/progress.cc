@@ -11,19 +11,18 @@
 namespace braid {
 namespace {
 
-// Backoff thresholds, in nanoseconds of continuous idleness. A pause is ~45 ns on the machines
-// measured, a yield with nobody else runnable ~0.3 us, a futex wake-up 10-40 us in a VM (idle
-// vCPUs halt), a cross-core shared-memory flag 0.1-0.15 us.
+// Backoff thresholds, in nanoseconds of continuous idleness, set against what a pause, a yield, a
+// futex wake-up and a cross-core flag cost (docs/performance-notes.md#backoff-thresholds).
 constexpr int64_t kSpinNs = 50'000;    // a peer running on another core answers within this
 // Ranks outnumbering cores: while every peer a run waits on is on another core, a spin about as
-// long as a switch between two processes on one core (4.7 us on a 2-vCPU VM) before yielding.
+// long as a switch between two processes on one core before yielding
+// (docs/performance-notes.md#spinning-and-yielding-on-a-crowded-host).
 constexpr int64_t kCrowdedSpinNs = 5'000;
 constexpr int64_t kYieldNs = 200'000;  // then yield: a peer sharing our core gets to run
 // Ranks outnumbering cores yield longer before they sleep: their waits run long (a peer must
 // first get a core), and one that sleeps makes the rank that wakes it pay the futex wake-up and
-// itself come back late, which can lock every rank into sleeping on every call (4 ranks on 2
-// cores, reduce of 64 KiB with `tree`: 18.6 us a call in one run, 212 in the next; sleeping
-// only after 50 ms, 16-24 us in every run).
+// itself come back late, which can lock every rank into sleeping on every call
+// (docs/performance-notes.md#yielding-before-sleeping).
 constexpr int64_t kCrowdedYieldNs = 2'000'000;
 constexpr int64_t kSleepNs = 1'000'000;  // futex naps, re-checking health and timeout after each
 constexpr int64_t kNapNs = 20'000;       // when no single Waker covers all runs
@@ -62,9 +61,8 @@ int usableCpus() {
 }
 
 /// With more ranks on the host than CPUs, some rank that has work is waiting for a core, quite
-/// likely ours: spinning only delays the data we wait for (4 ranks on 2 cores: 8 B all-reduce
-/// 7.5 us with a 2-5 us spin, 4.0 us yielding at once), so such a rank yields as soon as a sweep
-/// finds nothing to do.
+/// likely ours: spinning only delays the data we wait for, so such a rank yields as soon as a sweep
+/// finds nothing to do (docs/performance-notes.md#spinning-and-yielding-on-a-crowded-host).
 bool oversubscribed(const std::vector<ProgressTask>& tasks) {
   for (const ProgressTask& t : tasks) {
     if (coresShared(t.client->waker())) return true;
@@ -74,9 +72,9 @@ bool oversubscribed(const std::vector<ProgressTask>& tasks) {
 
 /// Records the CPU this thread runs on in the Wakers of its runs' communicators, and says whether
 /// some run is blocked on a peer that recorded the same CPU: that peer can only run once this
-/// thread leaves the core, so spinning would just delay it. (The scheduler does put two ranks on
-/// one CPU when another process keeps the second busy: 8 B all-reduce at n = 2 then took 12 us
-/// with a 20 us spin and 700 us with a 1 ms one.)
+/// thread leaves the core, so spinning would just delay it. The scheduler does put two ranks on
+/// one CPU when another process keeps the second busy
+/// (docs/performance-notes.md#spinning-and-yielding-on-a-crowded-host).
 bool sharesCpuWithPeer(const std::vector<ProgressTask>& tasks) {
   const int cpu = sched_getcpu();  // a few ns: glibc reads it from rseq
   if (cpu < 0) return false;
@@ -92,11 +90,11 @@ bool sharesCpuWithPeer(const std::vector<ProgressTask>& tasks) {
 }
 
 /// Whether spinning on a crowded host has been paying off for this thread's waits. It does where
-/// each rank waits on peers directly (4 ranks on 2 cores, 8 B direct all-reduce: 7.5 us a call
-/// against 10.4 yielding at once); it does not where the peer it waits for itself waits on the
-/// rank that shares this core (ring, tree: 20-25% slower at 32 KiB when every wait spun), which a
-/// rank cannot see. So a spin is tried while most recent ones ended with data, and otherwise one
-/// wait in kProbeEvery, to notice when they would again.
+/// each rank waits on peers directly (direct all-reduce); it does not where the peer it waits for
+/// itself waits on the rank that shares this core (ring, tree), which a rank cannot see
+/// (docs/performance-notes.md#spinning-and-yielding-on-a-crowded-host). So a spin is tried while
+/// most recent ones ended with data, and otherwise one wait in kProbeEvery, to notice when they
+/// would again.
 class CrowdedSpinRecord {
  public:
   bool worthTrying() { return ++waits_ % kProbeEvery == 0 || wins_ >= kOne / 2; }
@@ -210,8 +208,8 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
       continue;
     }
     // A few polls before reading the clock at all: a slot in flight from a running peer lands
-    // within a couple of them. No pause between them: a pause delays noticing it (8 B
-    // all-reduce at n = 2: 0.16 us with one per poll, 0.15 without).
+    // within a couple of them. No pause between them: a pause delays noticing it
+    // (docs/performance-notes.md#polls-before-the-clock).
     if (!yieldAtOnce && ++spins < 8) continue;
     int64_t spinNs = 0;
     if (sharesCpuWithPeer(tasks)) {

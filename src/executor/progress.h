@@ -2,12 +2,12 @@
 // possibly over several communicators) on the calling thread until all are done.
 //
 // Waiting never burns a core for long: after nothing moved it spins briefly (a peer on another
-// core answers within a microsecond; how long is learnt from recent waits), then yields (a peer
-// sharing this core gets to run), then sleeps on its communicator's Waker, which peers ring when
-// they post or free a slot. When the host's ranks outnumber its CPUs it yields at once if a peer it
-// waits on shares its core (that peer needs the core), and otherwise spins for about a process
-// switch while such spins keep paying. While idle it checks each communicator's health (abort,
-// failure notices, dead peers) and the timeout.
+// core answers within a microsecond), then yields (a peer sharing this core gets to run), then
+// sleeps on its communicator's Waker, which peers ring when they post or free a slot. When the
+// host's ranks outnumber its CPUs it yields at once if a peer it waits on shares its core (that
+// peer needs the core), and otherwise spins for about a process switch while recent waits show
+// such spins paying. While idle it checks each communicator's health (abort, failure notices,
+// dead peers) and the timeout.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +43,7 @@ class ProgressClient {
   virtual std::string who() const = 0;
 };
 
+/// One run for runTasks, and the communicator that owns it.
 struct ProgressTask {
   PlanRun* run = nullptr;
   ProgressClient* client = nullptr;

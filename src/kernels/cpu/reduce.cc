@@ -115,10 +115,8 @@ size_t streamingCopyThreshold() {
   // Non-temporal stores skip the read-for-ownership of the destination and leave the cache to
   // others, but the data is then in memory, not in cache, for whoever reads it next (in a
   // collective, often a peer on the same socket). So stream only when the copy's working set,
-  // source plus destination, cannot stay in the last-level cache anyway. Measured on a 2-core
-  // AVX-512 VM with a 32 MiB L3 (reduce_benchmark.cc, bytes read + written per second): cached
-  // stores win below ~10 MiB (8 MiB copy: 107 vs 78 GB/s), streaming wins above (16 MiB: 70 vs
-  // 58 GB/s; 256 MiB: 48 vs 38 GB/s, where glibc's memcpy also gives 38).
+  // source plus destination, cannot stay in the last-level cache anyway
+  // (docs/performance-notes.md#streaming-copies).
   static const size_t threshold = [] {
     const size_t llc = lastLevelCacheBytes();
     return (llc == 0 ? kDefaultLastLevelCacheBytes : llc) / 2;
@@ -143,9 +141,7 @@ void copy2(void* dst1, void* dst2, const void* src, size_t bytes) {
   } else {
     // Two memcpys, not one pass that stores to both: a destination is often a FIFO slot whose
     // lines a peer's cache holds, and vector stores wait on each line's ownership where
-    // memcpy's string moves do not. A sender filling 128 KiB slots and a private copy for a
-    // polling reader on the 2-vCPU VM: 6.5-8.2 GB/s in one pass, 19.6-21.7 as two memcpys
-    // (BM_FifoStream writer 1 against 2).
+    // memcpy's string moves do not (docs/performance-notes.md#copies-to-two-destinations).
     copy(dst1, src, bytes);
     copy(dst2, src, bytes);
   }
@@ -181,9 +177,9 @@ void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, i
 
 void reduceToAll(const Reducer& reducer, char* const* outputs, int noutputs, bool streamFirst,
                  const char* const* operands, int noperands, size_t bytes, bool finalize) {
-  // Well inside a core's first-level cache. A sender filling 128 KiB slots for a polling reader
-  // on the 2-vCPU VM: 10.0-11.2 GB/s reducing into the slot, 16.2-17.4 so (BM_FifoStream
-  // writer 3 against 4).
+  // Built well inside a core's first-level cache, then copied: reducing straight into a slot
+  // whose lines a peer's cache holds waits on each line's ownership, as copy2() explains
+  // (docs/performance-notes.md#staged-reductions).
   constexpr size_t kStageBytes = 16384;
   alignas(64) thread_local char stage[kStageBytes];
   for (size_t at = 0; at < bytes; at += kStageBytes) {

@@ -110,10 +110,10 @@ Status ShmSegment::reserve(size_t offset, size_t bytes) {
   const size_t begin = offset / page * page;
   (void)madvise(data_ + begin, offset + bytes - begin, kPopulateWrite);
   // Then read a byte of each page: under some hypervisors the first access to a page through a
-  // new mapping traps to the host even when the kernel has already mapped it (5-10 us a page
-  // measured in one VM), which made the first calls that reached each of a FIFO's 64 small-message
-  // areas cost 10-20 us more. The peer may already be writing there: an atomic load reads
-  // without racing with it.
+  // new mapping traps to the host even when the kernel has already mapped it, which slowed the
+  // first calls to reach each of a FIFO's small-message areas
+  // (docs/performance-notes.md#touching-fifo-pages). The peer may already be writing there: an
+  // atomic load reads without racing with it.
   for (size_t at = begin; at < offset + bytes; at += page) {
     (void)__atomic_load_n(data_ + at, __ATOMIC_RELAXED);
   }
