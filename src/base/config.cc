@@ -22,18 +22,6 @@ struct ConfigVar {
   Apply apply;
 };
 
-Result<int64_t> parseInteger(std::string_view text, int64_t lo, int64_t hi) {
-  std::string s(text);
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) {
-    return invalidArgument("'" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "]");
-  }
-  return static_cast<int64_t>(v);
-}
-
 Apply intField(int Config::*field, int lo, int hi) {
   return [=](Config& c, std::string_view text) -> Status {
     ASSIGN_OR_RETURN(int64_t v, parseInteger(text, lo, hi));
@@ -154,6 +142,18 @@ std::optional<std::string> lookup(const std::vector<std::string>& overrides,
 }
 
 }  // namespace
+
+Result<int64_t> parseInteger(std::string_view text, int64_t lo, int64_t hi) {
+  std::string s(text);
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) {
+    return invalidArgument("'" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]");
+  }
+  return static_cast<int64_t>(v);
+}
 
 Result<uint64_t> parseByteSize(std::string_view text) {
   if (text.empty()) return invalidArgument("empty size");

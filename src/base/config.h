@@ -69,6 +69,10 @@ struct ConfigVarInfo {
 };
 const std::vector<ConfigVarInfo>& configVariables();
 
+/// Parses a decimal integer in [lo, hi] ("-1", "42"): every integer BRAID_ variable and
+/// braid-perf's numeric options follow this rule.
+Result<int64_t> parseInteger(std::string_view text, int64_t lo, int64_t hi);
+
 /// Parses "64K", "1M", "2G", "123" (powers of 1024) into bytes.
 Result<uint64_t> parseByteSize(std::string_view text);
 

@@ -39,5 +39,18 @@ TEST(Config, FifoBytesOutOfRangeIsAClearError) {
   }
 }
 
+TEST(Config, IntegersAreDecimalAndWithinTheirRange) {
+  EXPECT_EQ(parseInteger("42", 0, 100).value(), 42);
+  EXPECT_EQ(parseInteger("-1", -1, 1).value(), -1);
+  for (const char* bad : {"", "1K", "0x10", "2.5", "101", "-2", "99999999999999999999"}) {
+    EXPECT_FALSE(parseInteger(bad, -1, 100).ok()) << bad;
+  }
+  EXPECT_EQ(parseInteger("7", 0, 5).status().message(), "'7' is not an integer in [0, 5]");
+  // The BRAID_ variables read integers by the same rule.
+  Result<Config> c = Config::load({"BRAID_NSLOTS=1K"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "BRAID_NSLOTS: '1K' is not an integer in [2, 64]");
+}
+
 }  // namespace
 }  // namespace braid
