@@ -9,12 +9,10 @@
 #include <cstring>
 #include <memory>
 
-#include "algorithms/algorithms.h"
-#include "device/device_memory.h"
-#include "base/dtype.h"
+#include "core/tools_api.h"
 #include "perf/perf_data.h"
 #include "perf/perf_report.h"
-#include "core/tuner_query.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf {
 namespace {
@@ -47,12 +45,18 @@ enum class IterationCount {
   kBounded,  ///< --tune: as kAtLeast, but no more than fit kTuneSeconds (at least two)
 };
 
-Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
-  if (result == braidSuccess) return okStatus();
+/// A failed library call as braid-perf reports it: the call, its result and the library's
+/// last error.
+Outcome apiOutcome(braidResult_t result, const char* call, braidComm_t comm) {
+  if (result == braidSuccess) return Outcome();
   const char* detail = braidGetLastError(comm);
-  return Status(result,
-                std::string(call) + " failed: " + braidGetErrorString(result) +
-                    (detail != nullptr && *detail != '\0' ? ": " + std::string(detail) : ""));
+  return failure(std::string(call) + " failed: " + braidGetErrorString(result) +
+                 (detail != nullptr && *detail != '\0' ? ": " + std::string(detail) : ""));
+}
+
+/// A tools-interface answer: empty on success, else what went wrong.
+Outcome toolsOutcome(const std::string& error) {
+  return error.empty() ? Outcome() : failure(error);
 }
 
 /// Page-aligned, pre-touched host memory (first-touch faults stay out of the timings); with
@@ -60,15 +64,15 @@ Status apiStatus(braidResult_t result, const char* call, braidComm_t comm) {
 class HostBuffer {
  public:
   HostBuffer() : data_(nullptr, Free{false}) {}
-  static Result<HostBuffer> allocate(size_t bytes, bool shared) {
+  static Expected<HostBuffer> allocate(size_t bytes, bool shared) {
     constexpr size_t kAlign = 4096;
     const size_t rounded = std::max((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
     void* p = nullptr;
     if (shared) {
-      RETURN_IF_ERROR(apiStatus(braidMemAlloc(&p, rounded), "braidMemAlloc", nullptr));
+      PERF_TRY(apiOutcome(braidMemAlloc(&p, rounded), "braidMemAlloc", nullptr));
     } else {
       p = std::aligned_alloc(kAlign, rounded);
-      if (p == nullptr) return systemError("cannot allocate " + std::to_string(bytes) + " bytes");
+      if (p == nullptr) return failure("cannot allocate " + std::to_string(bytes) + " bytes");
     }
     std::memset(p, 0, rounded);
     return HostBuffer(static_cast<unsigned char*>(p), shared);
@@ -94,13 +98,10 @@ class HostBuffer {
 class DeviceMirror {
  public:
   DeviceMirror() = default;
-  ~DeviceMirror() { deviceFree(ptr_); }
+  ~DeviceMirror() { tools::deviceFree(ptr_); }
   DeviceMirror(const DeviceMirror&) = delete;
   DeviceMirror& operator=(const DeviceMirror&) = delete;
-  Status allocate(size_t bytes) {
-    ASSIGN_OR_RETURN(ptr_, deviceAllocate(bytes));
-    return okStatus();
-  }
+  Outcome allocate(size_t bytes) { return toolsOutcome(tools::deviceAllocate(bytes, &ptr_)); }
   unsigned char* data() const { return static_cast<unsigned char*>(ptr_); }
 
  private:
@@ -146,25 +147,25 @@ class RankBench {
  public:
   RankBench(const RunSpec& spec, int rank) : spec_(spec), opt_(spec.options), rank_(rank) {}
 
-  Result<int> run() {
-    RETURN_IF_ERROR(createComms());
-    RETURN_IF_ERROR(printPreamble());
+  Expected<int> run() {
+    PERF_TRY(createComms());
+    PERF_TRY(printPreamble());
     const uint64_t bytes = opt_.maxBytes + 2 * kGuardBytes;
-    ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::allocate(bytes, opt_.sharedBuffers));
-    ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::allocate(bytes, opt_.sharedBuffers));
+    PERF_ASSIGN(HostBuffer send, HostBuffer::allocate(bytes, opt_.sharedBuffers));
+    PERF_ASSIGN(HostBuffer recv, HostBuffer::allocate(bytes, opt_.sharedBuffers));
     sendBuf_ = std::move(send);
     recvBuf_ = std::move(recv);
     bufferBytes_ = bytes;
     if (opt_.device) {
-      RETURN_IF_ERROR(sendDev_.allocate(bytes));
-      RETURN_IF_ERROR(recvDev_.allocate(bytes));
+      PERF_TRY(sendDev_.allocate(bytes));
+      PERF_TRY(recvDev_.allocate(bytes));
     }
     averages_.resize(comms_.size());
-    RETURN_IF_ERROR(warmUpHelpers());
+    PERF_TRY(warmUpHelpers());
     for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle) {
-      RETURN_IF_ERROR(sweepAll());
+      PERF_TRY(sweepAll());
     }
-    if (rank_ == 0) RETURN_IF_ERROR(printSummary());
+    if (rank_ == 0) PERF_TRY(printSummary());
     return totalWrong_ == 0 ? 0 : 1;
   }
 
@@ -180,7 +181,7 @@ class RankBench {
   /// A communicator whose tuner's choice, BRAID_ALGO aside, is the one to judge.
   braidComm_t tunerComm() const { return comms_.back().get(); }
 
-  Status createComms() {
+  Outcome createComms() {
     for (size_t i = 0; i < spec_.ids.size(); ++i) {
       std::vector<std::string> settings;
       if (!spec_.algorithms[i].empty()) settings.push_back("BRAID_ALGO=" + spec_.algorithms[i]);
@@ -201,22 +202,22 @@ class RankBench {
       braidConfig_t config = BRAID_CONFIG_INITIALIZER;
       config.settings = pointers.data();
       braidComm_t comm = nullptr;
-      RETURN_IF_ERROR(apiStatus(braidCommInitRankConfig(&comm, n(), spec_.ids[i], rank_, &config),
-                                "braidCommInitRankConfig", nullptr));
+      PERF_TRY(apiOutcome(braidCommInitRankConfig(&comm, n(), spec_.ids[i], rank_, &config),
+                          "braidCommInitRankConfig", nullptr));
       comms_.emplace_back(comm);
     }
-    return okStatus();
+    return Outcome();
   }
 
-  Status printPreamble() {
+  Outcome printPreamble() {
     RankRecord mine{};
     mine.pid = static_cast<int32_t>(getpid());
     gethostname(mine.host, sizeof(mine.host) - 1);
     std::vector<RankRecord> all(static_cast<size_t>(n()));
-    RETURN_IF_ERROR(apiStatus(
+    PERF_TRY(apiOutcome(
         braidAllGather(&mine, all.data(), sizeof(RankRecord), braidUint8, comm0(), nullptr),
         "braidAllGather", comm0()));
-    if (rank_ != 0) return okStatus();
+    if (rank_ != 0) return Outcome();
     std::vector<RankInfo> ranks;
     for (int r = 0; r < n(); ++r) {
       all[r].host[sizeof(all[r].host) - 1] = '\0';
@@ -229,10 +230,10 @@ class RankBench {
       text += algoColumns() ? formatAlgoColumnHeader(spec_.algorithms, true) : formatColumnHeader();
     }
     emit(text);
-    return okStatus();
+    return Outcome();
   }
 
-  Status sweepAll() {
+  Outcome sweepAll() {
     const bool reduces = collectiveReduces(opt_.collective);
     const std::vector<braidRedOp_t> ops = reduces ? opt_.ops : std::vector<braidRedOp_t>{braidSum};
     std::vector<int> roots = {-1};
@@ -245,15 +246,14 @@ class RankBench {
     for (braidDataType_t type : opt_.dataTypes) {
       for (braidRedOp_t op : ops) {
         for (int root : roots) {
-          for (uint64_t bytes : sweepSizes(opt_))
-            RETURN_IF_ERROR(measureSize(type, op, root, bytes));
+          for (uint64_t bytes : sweepSizes(opt_)) PERF_TRY(measureSize(type, op, root, bytes));
         }
       }
     }
-    return okStatus();
+    return Outcome();
   }
 
-  Status measureSize(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) {
+  Outcome measureSize(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) {
     CheckSpec check;
     check.coll = opt_.collective;
     check.type = type;
@@ -261,18 +261,18 @@ class RankBench {
     check.nranks = n();
     check.rank = rank_;
     check.root = root < 0 ? 0 : root;
-    check.shape = collShape(opt_.collective, bytes, dataTypeSize(type), n());
-    const std::string_view opName = collectiveReduces(opt_.collective) ? redOpName(op) : "none";
+    check.shape = collShape(opt_.collective, bytes, elementSize(type), n());
+    const std::string_view opText = collectiveReduces(opt_.collective) ? opName(op) : "none";
     std::string row = formatRowPrefix(check.shape.reportBytes(), check.shape.paramCount,
-                                      dataTypeName(type), opName, root);
+                                      typeName(type), opText, root);
 
     std::vector<double> busBws;
     std::vector<double> times;
     std::optional<uint64_t> algoWrong;
     std::vector<Sample> inTurn;
     if (columns()) {
-      ASSIGN_OR_RETURN(inTurn, measureInTurn(check, tuneMode() ? IterationCount::kBounded
-                                                               : IterationCount::kAtLeast));
+      PERF_ASSIGN(inTurn, measureInTurn(check, tuneMode() ? IterationCount::kBounded
+                                                          : IterationCount::kAtLeast));
     }
     for (size_t c = 0; c < measured(); ++c) {
       for (bool inPlace : {false, true}) {
@@ -281,7 +281,7 @@ class RankBench {
         if (columns()) {
           sample = inTurn[c];
         } else {
-          ASSIGN_OR_RETURN(sample, measure(comms_[c].get(), check, inPlace));
+          PERF_ASSIGN(sample, measure(comms_[c].get(), check, inPlace));
         }
         times.push_back(sample.seconds * 1e6);
         const Bandwidth bw = bandwidth(opt_.collective, check.shape, n(), sample.seconds);
@@ -298,29 +298,29 @@ class RankBench {
         if (rank_ == 0 && !opt_.jsonFile.empty()) {
           json_.add({std::string(perfCollectiveName(opt_.collective)),
                      spec_.algorithms[c].empty() ? "auto" : spec_.algorithms[c],
-                     std::string(dataTypeName(type)), std::string(opName), root,
+                     std::string(typeName(type)), std::string(opText), root,
                      check.shape.reportBytes(), check.shape.paramCount, n(), sample.seconds * 1e6,
                      bw.algBw, bw.busBw, sample.wrong, inPlace});
         }
       }
     }
-    const uint64_t callBytes = check.shape.paramCount * dataTypeSize(type);
+    const uint64_t callBytes = check.shape.paramCount * elementSize(type);
     const std::string key = rowKey(type, op, root, check.shape.reportBytes());
     if (algoColumns()) {
-      ASSIGN_OR_RETURN(TunerCell cell, regretCell(callBytes, key, times));
+      PERF_ASSIGN(TunerCell cell, regretCell(callBytes, key, times));
       row += formatAlgoCells(spec_.algorithms, busBws, algoWrong, cell);
     }
-    if (tuneMode()) RETURN_IF_ERROR(tuneRow(callBytes, key, times, row));
+    if (tuneMode()) PERF_TRY(tuneRow(callBytes, key, times, row));
     if (rank_ == 0) emit(row + "\n");
-    return okStatus();
+    return Outcome();
   }
 
   /// The row's key in the summaries: its size, and its type, op and root where several are swept.
   std::string rowKey(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) const {
     std::string key = std::to_string(bytes);
-    if (opt_.dataTypes.size() > 1) key += " " + std::string(dataTypeName(type));
+    if (opt_.dataTypes.size() > 1) key += " " + std::string(typeName(type));
     if (opt_.ops.size() > 1 && collectiveReduces(opt_.collective)) {
-      key += " " + std::string(redOpName(op));
+      key += " " + std::string(opName(op));
     }
     if (collectiveHasRoot(opt_.collective) && opt_.root == -1) {
       key += " root " + std::to_string(root);
@@ -329,33 +329,31 @@ class RankBench {
   }
 
   /// --algo all: the algorithm the tuner chooses (BRAID_ALGO aside) and what it cost here.
-  Result<TunerCell> regretCell(uint64_t callBytes, const std::string& key,
-                               const std::vector<double>& times) {
-    ASSIGN_OR_RETURN(Choice choice, tunerChoice(tunerComm(), libraryCollective(opt_.collective),
-                                                callBytes, /*honourOverride=*/false));
-    const std::string name(algorithmName(choice.algo));
+  Expected<TunerCell> regretCell(uint64_t callBytes, const std::string& key,
+                                 const std::vector<double>& times) {
+    PERF_ASSIGN(const tools::TunerChoice choice, tunerChoice(callBytes));
+    const std::string& name = choice.algorithm;
     size_t chosen = 0;
     while (chosen < spec_.algorithms.size() && spec_.algorithms[chosen] != name) ++chosen;
-    if (chosen == times.size()) return internalError("the tuner chose " + name + ", not a column");
+    if (chosen == times.size()) return failure("the tuner chose " + name + ", not a column");
     regret_.add(key, times, chosen);
     const double fastest = *std::min_element(times.begin(), times.end());
     return TunerCell{name, fastest > 0 ? times[chosen] / fastest - 1.0 : 0.0};
   }
 
   /// --tune: records every variant's time, and shows the fastest so far and the tuner's choice.
-  Status tuneRow(uint64_t callBytes, const std::string& key, const std::vector<double>& times,
-                 std::string& row) {
+  Outcome tuneRow(uint64_t callBytes, const std::string& key, const std::vector<double>& times,
+                  std::string& row) {
     for (size_t v = 0; v < times.size(); ++v) tune_.record(callBytes, v, times[v]);
-    ASSIGN_OR_RETURN(Choice choice, tunerChoice(tunerComm(), libraryCollective(opt_.collective),
-                                                callBytes, /*honourOverride=*/false));
+    PERF_ASSIGN(const tools::TunerChoice choice, tunerChoice(callBytes));
     const std::vector<TuneVariant>& variants = tune_.variants();
     auto isChoice = [&](const TuneVariant& v) {
-      return v.algo == choice.algo && v.chunkBytes == choice.chunkBytes &&
+      return v.algorithm == choice.algorithm && v.chunkBytes == choice.chunkBytes &&
              v.nchannels == choice.nchannels;
     };
     size_t chosen = 0;
     while (chosen < variants.size() && !isChoice(variants[chosen])) ++chosen;
-    const TuneVariant choiceVariant{choice.algo, choice.chunkBytes, choice.nchannels};
+    const TuneVariant choiceVariant{choice.algorithm, choice.chunkBytes, choice.nchannels};
     const auto [best, bestUs] = tune_.best(callBytes);
     double choiceUs = -1;
     if (chosen < variants.size()) {
@@ -363,7 +361,15 @@ class RankBench {
       regret_.add(key, times, chosen);
     }
     row += formatTuneCells(variants[best].label(), bestUs, choiceVariant.label(), choiceUs);
-    return okStatus();
+    return Outcome();
+  }
+
+  /// The tuner's choice, BRAID_ALGO aside, for a call of the swept collective moving callBytes.
+  Expected<tools::TunerChoice> tunerChoice(uint64_t callBytes) const {
+    tools::TunerChoice choice;
+    PERF_TRY(toolsOutcome(tools::tunerChoice(tunerComm(), libraryCollectiveName(opt_.collective),
+                                             callBytes, /*honourOverride=*/false, &choice)));
+    return choice;
   }
 
   Operands operands(const CheckSpec& check, bool inPlace) const {
@@ -383,53 +389,53 @@ class RankBench {
     return o;
   }
 
-  Status issue(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
+  Outcome issue(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
     const uint64_t count = c.shape.paramCount;
     switch (c.coll) {
       case PerfCollective::kAllReduce:
-        return apiStatus(braidAllReduce(o.send, o.recv, count, c.type, c.op, comm, nullptr),
-                         "braidAllReduce", comm);
+        return apiOutcome(braidAllReduce(o.send, o.recv, count, c.type, c.op, comm, nullptr),
+                          "braidAllReduce", comm);
       case PerfCollective::kBroadcast:
-        return apiStatus(braidBroadcast(o.send, o.recv, count, c.type, c.root, comm, nullptr),
-                         "braidBroadcast", comm);
+        return apiOutcome(braidBroadcast(o.send, o.recv, count, c.type, c.root, comm, nullptr),
+                          "braidBroadcast", comm);
       case PerfCollective::kReduce:
-        return apiStatus(braidReduce(o.send, o.recv, count, c.type, c.op, c.root, comm, nullptr),
-                         "braidReduce", comm);
+        return apiOutcome(braidReduce(o.send, o.recv, count, c.type, c.op, c.root, comm, nullptr),
+                          "braidReduce", comm);
       case PerfCollective::kAllGather:
-        return apiStatus(braidAllGather(o.send, o.recv, count, c.type, comm, nullptr),
-                         "braidAllGather", comm);
+        return apiOutcome(braidAllGather(o.send, o.recv, count, c.type, comm, nullptr),
+                          "braidAllGather", comm);
       case PerfCollective::kReduceScatter:
-        return apiStatus(braidReduceScatter(o.send, o.recv, count, c.type, c.op, comm, nullptr),
-                         "braidReduceScatter", comm);
+        return apiOutcome(braidReduceScatter(o.send, o.recv, count, c.type, c.op, comm, nullptr),
+                          "braidReduceScatter", comm);
       case PerfCollective::kAllToAll:
-        return apiStatus(braidAllToAll(o.send, o.recv, count, c.type, comm, nullptr),
-                         "braidAllToAll", comm);
+        return apiOutcome(braidAllToAll(o.send, o.recv, count, c.type, comm, nullptr),
+                          "braidAllToAll", comm);
       case PerfCollective::kSendRecv: {
-        RETURN_IF_ERROR(apiStatus(braidGroupStart(), "braidGroupStart", nullptr));
-        Status sent =
-            apiStatus(braidSend(o.send, count, c.type, (c.rank + 1) % c.nranks, comm, nullptr),
-                      "braidSend", comm);
-        Status received = apiStatus(
+        PERF_TRY(apiOutcome(braidGroupStart(), "braidGroupStart", nullptr));
+        Outcome sent =
+            apiOutcome(braidSend(o.send, count, c.type, (c.rank + 1) % c.nranks, comm, nullptr),
+                       "braidSend", comm);
+        Outcome received = apiOutcome(
             braidRecv(o.recv, count, c.type, (c.rank + c.nranks - 1) % c.nranks, comm, nullptr),
             "braidRecv", comm);
         // The group must close even when a call inside it failed.
-        Status ended = apiStatus(braidGroupEnd(), "braidGroupEnd", comm);
-        RETURN_IF_ERROR(sent);
-        RETURN_IF_ERROR(received);
+        Outcome ended = apiOutcome(braidGroupEnd(), "braidGroupEnd", comm);
+        PERF_TRY(sent);
+        PERF_TRY(received);
         return ended;
       }
     }
-    return internalError("unknown collective");
+    return failure("unknown collective");
   }
 
   /// One timed iteration: aggIters operations, grouped when more than one.
-  Status iteration(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
+  Outcome iteration(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
     if (opt_.aggIters == 1) return issue(comm, c, o);
-    RETURN_IF_ERROR(apiStatus(braidGroupStart(), "braidGroupStart", nullptr));
-    Status status;
+    PERF_TRY(apiOutcome(braidGroupStart(), "braidGroupStart", nullptr));
+    Outcome status;
     for (int a = 0; a < opt_.aggIters && status.ok(); ++a) status = issue(comm, c, o);
-    Status ended = apiStatus(braidGroupEnd(), "braidGroupEnd", comm);
-    RETURN_IF_ERROR(status);
+    Outcome ended = apiOutcome(braidGroupEnd(), "braidGroupEnd", comm);
+    PERF_TRY(status);
     return ended;
   }
 
@@ -438,23 +444,23 @@ class RankBench {
   /// ranks into it milliseconds apart (broadcast, 4 ranks, 64 B: 128 us a call averaged over
   /// ranks, against 1-2 us at the next size). So the barrier and the time reductions run a few
   /// times on every communicator before any size.
-  Status warmUpHelpers() {
+  Outcome warmUpHelpers() {
     for (const auto& comm : comms_) {
       for (int i = 0; i < 3; ++i) {
-        RETURN_IF_ERROR(barrier(comm.get()));
-        RETURN_IF_ERROR(slowestRank(comm.get(), 0.0).status());
+        PERF_TRY(barrier(comm.get()));
+        PERF_TRY(slowestRank(comm.get(), 0.0).outcome());
       }
     }
-    return okStatus();
+    return Outcome();
   }
 
-  Status barrier(braidComm_t comm) {
-    return apiStatus(braidAllReduce(&token_, &token_, 1, braidFloat32, braidSum, comm, nullptr),
-                     "braidAllReduce (barrier)", comm);
+  Outcome barrier(braidComm_t comm) {
+    return apiOutcome(braidAllReduce(&token_, &token_, 1, braidFloat32, braidSum, comm, nullptr),
+                      "braidAllReduce (barrier)", comm);
   }
 
   /// The per-iteration time combined over ranks as -a asks.
-  Result<double> combineTime(braidComm_t comm, double seconds) {
+  Expected<double> combineTime(braidComm_t comm, double seconds) {
     double value = seconds;
     braidRedOp_t op = braidSum;
     switch (opt_.average) {
@@ -463,8 +469,8 @@ class RankBench {
       case AverageMode::kMin: op = braidMin; break;
       case AverageMode::kMax: op = braidMax; break;
     }
-    RETURN_IF_ERROR(apiStatus(braidAllReduce(&value, &value, 1, braidFloat64, op, comm, nullptr),
-                              "braidAllReduce (time)", comm));
+    PERF_TRY(apiOutcome(braidAllReduce(&value, &value, 1, braidFloat64, op, comm, nullptr),
+                        "braidAllReduce (time)", comm));
     return opt_.average == AverageMode::kAverage ? value / n() : value;
   }
 
@@ -472,58 +478,58 @@ class RankBench {
   /// iterations, the slowest rank's agreed by all. One iteration alone was at the mercy of one
   /// hiccup (a rank woken late from its futex), which then set a count as low as -n and stayed
   /// in the average (--tune, 4 ranks, 32 B: 149 us against 21 us for the same plan).
-  Result<double> pilotSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o) {
+  Expected<double> pilotSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o) {
     double once = 1e30;
     for (int trial = 0; trial < kPilotIters; ++trial) {
-      RETURN_IF_ERROR(barrier(comm));
+      PERF_TRY(barrier(comm));
       const Clock::time_point t0 = Clock::now();
-      RETURN_IF_ERROR(iteration(comm, c, o));
+      PERF_TRY(iteration(comm, c, o));
       once = std::min(once, std::chrono::duration<double>(Clock::now() - t0).count());
       // Long calls are their own average: past the first, more trials only cost time. Every
       // rank must make the same number of calls, so the rule reads what all agree on.
       if (trial == 0) {
-        ASSIGN_OR_RETURN(const double slowest, slowestRank(comm, once));
+        PERF_ASSIGN(const double slowest, slowestRank(comm, once));
         if (slowest >= kPilotLongSeconds) return slowest;
       }
     }
-    ASSIGN_OR_RETURN(const double slowest, slowestRank(comm, once));
+    PERF_ASSIGN(const double slowest, slowestRank(comm, once));
     return std::max(slowest, 1e-9);
   }
 
   /// The largest of the ranks' `seconds`, on every rank.
-  Result<double> slowestRank(braidComm_t comm, double seconds) {
-    RETURN_IF_ERROR(apiStatus(braidAllReduce(&seconds, &seconds, 1, braidFloat64, braidMax, comm,
-                                             nullptr),
-                              "braidAllReduce (iteration time)", comm));
+  Expected<double> slowestRank(braidComm_t comm, double seconds) {
+    PERF_TRY(
+        apiOutcome(braidAllReduce(&seconds, &seconds, 1, braidFloat64, braidMax, comm, nullptr),
+                   "braidAllReduce (iteration time)", comm));
     return seconds;
   }
 
   /// -n iterations of one communicator, after -w untimed ones.
-  Result<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace) {
+  Expected<Sample> measure(braidComm_t comm, const CheckSpec& c, bool inPlace) {
     const Operands hostOperands = operands(c, inPlace);
     fillInput(c, hostOperands.send);
-    RETURN_IF_ERROR(toDevice());
+    PERF_TRY(toDevice());
     const Operands o = target(hostOperands);
-    for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
+    for (int w = 0; w < opt_.warmupIters; ++w) PERF_TRY(iteration(comm, c, o));
     Sample sample;
-    ASSIGN_OR_RETURN(sample.seconds, timedSeconds(comm, c, o, opt_.iters));
-    ASSIGN_OR_RETURN(sample.wrong, verify(comm, c, hostOperands, inPlace));
+    PERF_ASSIGN(sample.seconds, timedSeconds(comm, c, o, opt_.iters));
+    PERF_ASSIGN(sample.wrong, verify(comm, c, hostOperands, inPlace));
     return sample;
   }
 
   /// --algo all and --tune: every measured communicator out of place, their iterations in
   /// kRounds rounds taken in turn, each keeping its fastest round (kRounds above).
-  Result<std::vector<Sample>> measureInTurn(const CheckSpec& c, IterationCount count) {
+  Expected<std::vector<Sample>> measureInTurn(const CheckSpec& c, IterationCount count) {
     const Operands hostOperands = operands(c, /*inPlace=*/false);
     fillInput(c, hostOperands.send);
-    RETURN_IF_ERROR(toDevice());
+    PERF_TRY(toDevice());
     const Operands o = target(hostOperands);
     std::vector<int> rounds(measured());
     std::vector<int> perRound(measured());
     for (size_t k = 0; k < measured(); ++k) {
       braidComm_t comm = comms_[k].get();
-      for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(iteration(comm, c, o));
-      ASSIGN_OR_RETURN(const int iters, iterationCount(comm, c, o, count));
+      for (int w = 0; w < opt_.warmupIters; ++w) PERF_TRY(iteration(comm, c, o));
+      PERF_ASSIGN(const int iters, iterationCount(comm, c, o, count));
       rounds[k] = std::min(kRounds, iters);
       perRound[k] = (iters + rounds[k] - 1) / rounds[k];
     }
@@ -531,21 +537,21 @@ class RankBench {
     for (int round = 0; round < kRounds; ++round) {
       for (size_t k = 0; k < measured(); ++k) {
         if (round >= rounds[k]) continue;
-        ASSIGN_OR_RETURN(const double seconds, timedSeconds(comms_[k].get(), c, o, perRound[k]));
+        PERF_ASSIGN(const double seconds, timedSeconds(comms_[k].get(), c, o, perRound[k]));
         samples[k].seconds = std::min(samples[k].seconds, seconds);
       }
     }
     for (size_t k = 0; k < measured(); ++k) {
-      ASSIGN_OR_RETURN(samples[k].wrong, verify(comms_[k].get(), c, hostOperands, false));
+      PERF_ASSIGN(samples[k].wrong, verify(comms_[k].get(), c, hostOperands, false));
     }
     return samples;
   }
 
   /// -n, or more where calls are short (kAtLeast: to fill kAlgoAllSeconds; kBounded: as much,
   /// but within kTuneSeconds and at least two), the same on every rank.
-  Result<int> iterationCount(braidComm_t comm, const CheckSpec& c, const Operands& o,
-                             IterationCount count) {
-    ASSIGN_OR_RETURN(double once, pilotSeconds(comm, c, o));
+  Expected<int> iterationCount(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                               IterationCount count) {
+    PERF_ASSIGN(double once, pilotSeconds(comm, c, o));
     const double fit = std::min(kAlgoAllSeconds / once, 1.0 * kAlgoAllMaxIters);
     int iters = std::max(opt_.iters, static_cast<int>(fit));
     if (count == IterationCount::kBounded) {
@@ -556,45 +562,44 @@ class RankBench {
   }
 
   /// Seconds per operation over `iters` iterations started together, combined over ranks (-a).
-  Result<double> timedSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o,
-                              int iters) {
-    RETURN_IF_ERROR(barrier(comm));
+  Expected<double> timedSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                                int iters) {
+    PERF_TRY(barrier(comm));
     const Clock::time_point start = Clock::now();
-    for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(iteration(comm, c, o));
+    for (int i = 0; i < iters; ++i) PERF_TRY(iteration(comm, c, o));
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     return combineTime(comm, elapsed / (static_cast<double>(iters) * opt_.aggIters));
   }
 
   /// -c: the wrong elements all ranks found in that many verified calls (nothing without -c).
-  Result<std::optional<uint64_t>> verify(braidComm_t comm, const CheckSpec& c,
-                                         const Operands& hostOperands, bool inPlace) {
+  Expected<std::optional<uint64_t>> verify(braidComm_t comm, const CheckSpec& c,
+                                           const Operands& hostOperands, bool inPlace) {
     // In place, a rank's send reads the buffer its receive overwrites: the result depends on how
     // the two interleave, so there is nothing to verify (the time is still meaningful).
     const bool verifiable = !(inPlace && c.coll == PerfCollective::kSendRecv);
     if (opt_.check <= 0 || !verifiable) return std::optional<uint64_t>();
     uint64_t wrong = 0;
     for (int round = 0; round < opt_.check; ++round) {
-      ASSIGN_OR_RETURN(uint64_t w, verifyOnce(comm, c, hostOperands, inPlace));
+      PERF_ASSIGN(uint64_t w, verifyOnce(comm, c, hostOperands, inPlace));
       wrong += w;
     }
-    RETURN_IF_ERROR(apiStatus(braidAllReduce(&wrong, &wrong, 1, braidUint64, braidSum, comm,
-                                             nullptr),
-                              "braidAllReduce (wrong count)", comm));
+    PERF_TRY(apiOutcome(braidAllReduce(&wrong, &wrong, 1, braidUint64, braidSum, comm, nullptr),
+                        "braidAllReduce (wrong count)", comm));
     return std::optional<uint64_t>(wrong);
   }
 
   /// Refills, runs once, and counts this rank's wrong elements, changed inputs and guard bytes.
-  Result<uint64_t> verifyOnce(braidComm_t comm, const CheckSpec& c, const Operands& o,
-                              bool inPlace) {
+  Expected<uint64_t> verifyOnce(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                                bool inPlace) {
     // Poison first: in place, the input filled next overlays part of the output.
     std::memset(o.recv, kPoisonByte, c.shape.recvBytes());
     fillInput(c, o.send);
     unsigned char* guardBefore = recvBuf_.data();
     writeGuard(guardBefore);
     writeGuard(o.outputEnd);
-    RETURN_IF_ERROR(toDevice());
-    RETURN_IF_ERROR(issue(comm, c, target(o)));
-    RETURN_IF_ERROR(toHost());
+    PERF_TRY(toDevice());
+    PERF_TRY(issue(comm, c, target(o)));
+    PERF_TRY(toHost());
     const Mismatches out = checkOutput(c, o.recv);
     const Mismatches in = inPlace ? Mismatches{} : checkInputIntact(c, o.send);
     const uint64_t guard = countGuardDamage(guardBefore) + countGuardDamage(o.outputEnd);
@@ -602,7 +607,7 @@ class RankBench {
     if (out.count > 0 || in.count > 0 || guard > 0) {
       std::fprintf(stderr, "braid-perf: rank %d: %s %s %s %llu B %s:", rank_,
                    std::string(perfCollectiveName(c.coll)).c_str(),
-                   std::string(dataTypeName(c.type)).c_str(), std::string(redOpName(c.op)).c_str(),
+                   std::string(typeName(c.type)).c_str(), std::string(opName(c.op)).c_str(),
                    static_cast<unsigned long long>(c.shape.reportBytes()), where);
       if (out.count > 0) {
         std::fprintf(stderr, " %llu wrong output element(s), first at %llu: expected %s, got %s;",
@@ -624,11 +629,11 @@ class RankBench {
     return out.count + in.count + guard;
   }
 
-  Status printSummary() {
+  Outcome printSummary() {
     if (tuneMode()) {
       emit(formatAlgoSummary(totalWrong_, {}, {}) +
            regret_.format("Regret of the tuner as it stood (model, or the table it read)"));
-      RETURN_IF_ERROR(writeTuningTable());
+      PERF_TRY(writeTuningTable());
     } else if (algoColumns()) {
       std::vector<double> values;
       for (const BusBwAverage& a : averages_) values.push_back(a.value());
@@ -636,29 +641,25 @@ class RankBench {
     } else {
       emit(formatSummary(totalWrong_, averages_.front().value()));
     }
-    if (!opt_.jsonFile.empty()) RETURN_IF_ERROR(json_.writeFile(opt_.jsonFile));
-    return okStatus();
+    if (!opt_.jsonFile.empty()) PERF_TRY(json_.writeFile(opt_.jsonFile));
+    return Outcome();
   }
 
   /// Rank 0 merges what --tune measured into the file: lines of other collectives and rank
   /// counts stay; a file that cannot be read as a tuning table is left alone.
-  Status writeTuningTable() {
+  Outcome writeTuningTable() {
     const std::string& file = opt_.tuneFile;
-    TuningTable table;
-    if (access(file.c_str(), F_OK) == 0) {
-      Result<TuningTable> existing = TuningTable::load(file);
-      if (!existing.ok()) {
-        return existing.status().withContext("--tune: not overwriting " + file);
-      }
-      table = std::move(existing).value();
+    std::vector<tools::TuningLine> lines;
+    for (const TuneRange& r : tune_.entries()) {
+      lines.push_back({r.minBytes, r.maxBytes, r.toInf, r.variant.algorithm, r.variant.chunkBytes,
+                       r.variant.nchannels, r.timeUs});
     }
-    const std::vector<TuningEntry> entries = tune_.entries();
-    RETURN_IF_ERROR(table.replace(libraryCollective(opt_.collective), n(), entries));
-    RETURN_IF_ERROR(table.save(file));
-    emit("# Tuning table: " + std::to_string(entries.size()) + " line(s) for " +
+    PERF_TRY(toolsOutcome(
+        tools::mergeTuningTable(file, libraryCollectiveName(opt_.collective), n(), lines)));
+    emit("# Tuning table: " + std::to_string(lines.size()) + " line(s) for " +
          std::string(perfCollectiveName(opt_.collective)) + " at " + std::to_string(n()) +
          " ranks written to " + file + "\n#\n");
-    return okStatus();
+    return Outcome();
   }
 
   static RegretSummary labelled(const RunSpec& spec) {
@@ -677,8 +678,7 @@ class RankBench {
     std::vector<TuneVariant> out;
     if (spec.options.tuneFile.empty()) return out;
     for (size_t i = 0; i + 1 < spec.algorithms.size(); ++i) {
-      out.push_back({findAlgorithm(spec.algorithms[i]).value_or(Algorithm::kRing),
-                     spec.chunkBytes[i], spec.channels[i]});
+      out.push_back({spec.algorithms[i], spec.chunkBytes[i], spec.channels[i]});
     }
     return out;
   }
@@ -704,15 +704,15 @@ class RankBench {
     };
     return {map(host.send), map(host.recv), map(host.outputEnd)};
   }
-  Status toDevice() {
-    if (!opt_.device) return okStatus();
-    RETURN_IF_ERROR(copyToDevice(sendDev_.data(), sendBuf_.data(), bufferBytes_));
-    return copyToDevice(recvDev_.data(), recvBuf_.data(), bufferBytes_);
+  Outcome toDevice() {
+    if (!opt_.device) return Outcome();
+    PERF_TRY(toolsOutcome(tools::copyToDevice(sendDev_.data(), sendBuf_.data(), bufferBytes_)));
+    return toolsOutcome(tools::copyToDevice(recvDev_.data(), recvBuf_.data(), bufferBytes_));
   }
-  Status toHost() {
-    if (!opt_.device) return okStatus();
-    RETURN_IF_ERROR(copyToHost(sendBuf_.data(), sendDev_.data(), bufferBytes_));
-    return copyToHost(recvBuf_.data(), recvDev_.data(), bufferBytes_);
+  Outcome toHost() {
+    if (!opt_.device) return Outcome();
+    PERF_TRY(toolsOutcome(tools::copyToHost(sendBuf_.data(), sendDev_.data(), bufferBytes_)));
+    return toolsOutcome(tools::copyToHost(recvBuf_.data(), recvDev_.data(), bufferBytes_));
   }
 
   HostBuffer sendBuf_;
@@ -731,36 +731,36 @@ class RankBench {
 }  // namespace
 
 int runRank(const RunSpec& spec, int rank) {
-  Result<int> result = RankBench(spec, rank).run();
+  Expected<int> result = RankBench(spec, rank).run();
   if (result.ok()) return result.value();
-  std::fprintf(stderr, "braid-perf: rank %d: %s\n", rank, result.status().message().c_str());
+  std::fprintf(stderr, "braid-perf: rank %d: %s\n", rank, result.outcome().message().c_str());
   std::fflush(stderr);
   std::fflush(stdout);
   // Peers in this process are blocked in collectives this rank will never join.
   _exit(2);
 }
 
-Result<std::vector<braidUniqueId>> makeUniqueIds(size_t count) {
+Expected<std::vector<braidUniqueId>> makeUniqueIds(size_t count) {
   std::vector<braidUniqueId> ids(count);
   for (braidUniqueId& id : ids) {
-    RETURN_IF_ERROR(apiStatus(braidGetUniqueId(&id), "braidGetUniqueId", nullptr));
+    PERF_TRY(apiOutcome(braidGetUniqueId(&id), "braidGetUniqueId", nullptr));
   }
   return ids;
 }
 
-Result<std::vector<braidUniqueId>> shareUniqueIds(size_t count, int* worldRank, int* worldSize) {
+Expected<std::vector<braidUniqueId>> shareUniqueIds(size_t count, int* worldRank, int* worldSize) {
   braidComm_t raw = nullptr;
-  RETURN_IF_ERROR(apiStatus(braidCommInitFromEnv(&raw), "braidCommInitFromEnv", nullptr));
+  PERF_TRY(apiOutcome(braidCommInitFromEnv(&raw), "braidCommInitFromEnv", nullptr));
   CommHandle world(raw);
-  RETURN_IF_ERROR(apiStatus(braidCommUserRank(raw, worldRank), "braidCommUserRank", raw));
-  RETURN_IF_ERROR(apiStatus(braidCommCount(raw, worldSize), "braidCommCount", raw));
+  PERF_TRY(apiOutcome(braidCommUserRank(raw, worldRank), "braidCommUserRank", raw));
+  PERF_TRY(apiOutcome(braidCommCount(raw, worldSize), "braidCommCount", raw));
   std::vector<braidUniqueId> ids(count);
   if (*worldRank == 0) {
-    ASSIGN_OR_RETURN(ids, makeUniqueIds(count));
+    PERF_ASSIGN(ids, makeUniqueIds(count));
   }
-  RETURN_IF_ERROR(apiStatus(braidBroadcast(ids.data(), ids.data(), count * sizeof(braidUniqueId),
-                                           braidUint8, 0, raw, nullptr),
-                            "braidBroadcast (unique ids)", raw));
+  PERF_TRY(apiOutcome(braidBroadcast(ids.data(), ids.data(), count * sizeof(braidUniqueId),
+                                     braidUint8, 0, raw, nullptr),
+                      "braidBroadcast (unique ids)", raw));
   return ids;
 }
 

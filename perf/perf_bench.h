@@ -1,5 +1,6 @@
 // braid-perf's per-rank work: create the communicators, sweep the sizes, time and verify each
-// measurement, and (rank 0) print the table. Drives the library only through include/braid.h.
+// measurement, and (rank 0) print the table. Drives the library through include/braid.h; what the
+// tuner would choose comes through src/core/tools_api.h.
 #pragma once
 
 #include <string>
@@ -33,10 +34,10 @@ struct RunSpec {
 int runRank(const RunSpec& spec, int rank);
 
 /// Makes `count` unique ids (this process keeps their rendezvous listeners alive).
-Result<std::vector<braidUniqueId>> makeUniqueIds(size_t count);
+Expected<std::vector<braidUniqueId>> makeUniqueIds(size_t count);
 
 /// In a launcher's world: joins it through braidCommInitFromEnv, and rank 0 makes `count` ids
 /// that every process receives. Writes this process's launcher rank and world size.
-Result<std::vector<braidUniqueId>> shareUniqueIds(size_t count, int* worldRank, int* worldSize);
+Expected<std::vector<braidUniqueId>> shareUniqueIds(size_t count, int* worldRank, int* worldSize);
 
 }  // namespace braid::perf

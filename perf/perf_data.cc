@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "base/dtype.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf {
 namespace {
@@ -207,8 +207,8 @@ void storeInteger(braidDataType_t type, int64_t value, void* dst) {
 }
 
 bool sameElement(braidDataType_t type, const void* a, const void* b) {
-  if (isFloatingType(type)) return floatElement(type, a) == floatElement(type, b);
-  return std::memcmp(a, b, dataTypeSize(type)) == 0;
+  if (isFloatType(type)) return floatElement(type, a) == floatElement(type, b);
+  return std::memcmp(a, b, elementSize(type)) == 0;
 }
 
 std::string elementText(braidDataType_t type, const void* p) {

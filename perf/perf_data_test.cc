@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "base/dtype.h"
 #include "kernels/cpu/reduce.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf {
 namespace {
@@ -27,7 +27,7 @@ CheckSpec makeSpec(PerfCollective coll, braidDataType_t type, braidRedOp_t op, i
   spec.op = op;
   spec.nranks = nranks;
   spec.root = root;
-  spec.shape = collShape(coll, bytes, dataTypeSize(type), nranks);
+  spec.shape = collShape(coll, bytes, elementSize(type), nranks);
   return spec;
 }
 
@@ -226,15 +226,14 @@ TEST(PerfData, ExpectedAllReduceMatchesLibraryKernels) {
     for (braidRedOp_t op : kAllOps) {
       for (int n : {1, 2, 3, 5, 8}) {
         CheckSpec spec =
-            makeSpec(PerfCollective::kAllReduce, type, op, n, 1000 * dataTypeSize(type));
+            makeSpec(PerfCollective::kAllReduce, type, op, n, 1000 * elementSize(type));
         for (bool reverse : {false, true}) {
           const Bytes out = simulateOutput(spec, 0, reverse);
           for (int r = 0; r < n; ++r) {
             spec.rank = r;
             const Mismatches m = checkOutput(spec, out.data());
-            EXPECT_EQ(m.count, 0u)
-                << dataTypeName(type) << " " << redOpName(op) << " n=" << n << " first "
-                << m.firstIndex << " want " << m.expected << " got " << m.actual;
+            EXPECT_EQ(m.count, 0u) << typeName(type) << " " << opName(op) << " n=" << n << " first "
+                                   << m.firstIndex << " want " << m.expected << " got " << m.actual;
           }
         }
       }
@@ -247,11 +246,11 @@ TEST(PerfData, ExactAtManyRanks) {
     for (braidRedOp_t op : kAllOps) {
       for (int n : {43, 127}) {
         const CheckSpec spec =
-            makeSpec(PerfCollective::kAllReduce, type, op, n, 300 * dataTypeSize(type));
+            makeSpec(PerfCollective::kAllReduce, type, op, n, 300 * elementSize(type));
         const Bytes out = simulateOutput(spec, 0, n == 43);
         const Mismatches m = checkOutput(spec, out.data());
-        EXPECT_EQ(m.count, 0u) << dataTypeName(type) << " " << redOpName(op) << " n=" << n
-                               << " want " << m.expected << " got " << m.actual;
+        EXPECT_EQ(m.count, 0u) << typeName(type) << " " << opName(op) << " n=" << n << " want "
+                               << m.expected << " got " << m.actual;
       }
     }
   }
@@ -265,7 +264,7 @@ TEST(PerfData, EveryCollectiveChecksItsLayout) {
   for (PerfCollective coll : colls) {
     for (braidDataType_t type : {braidInt32, braidFloat16, braidFloat64}) {
       const int n = 3;
-      CheckSpec spec = makeSpec(coll, type, braidSum, n, 273 * 3 * dataTypeSize(type) + 5, 1);
+      CheckSpec spec = makeSpec(coll, type, braidSum, n, 273 * 3 * elementSize(type) + 5, 1);
       ASSERT_GT(spec.shape.recvCount, 0u);
       for (int r = 0; r < n; ++r) {
         spec.rank = r;
@@ -299,10 +298,10 @@ TEST(PerfData, PoisonIsNeverExpected) {
   for (braidDataType_t type : kAllTypes) {
     for (braidRedOp_t op : kAllOps) {
       const CheckSpec spec =
-          makeSpec(PerfCollective::kAllReduce, type, op, 4, 256 * dataTypeSize(type));
+          makeSpec(PerfCollective::kAllReduce, type, op, 4, 256 * elementSize(type));
       Bytes poison(spec.shape.recvBytes(), kPoisonByte);
       EXPECT_EQ(checkOutput(spec, poison.data()).count, spec.shape.recvCount)
-          << dataTypeName(type) << " " << redOpName(op);
+          << typeName(type) << " " << opName(op);
     }
   }
 }

@@ -32,12 +32,12 @@ constexpr std::array<LauncherVars, 5> kLaunchers = {{
     {"SLURM_PROCID", "SLURM_NTASKS"},
 }};
 
-Result<int> parseCount(const char* name, const char* text, int lo) {
+Expected<int> parseCount(const char* name, const char* text, int lo) {
   char* end = nullptr;
   errno = 0;
   const long v = std::strtol(text, &end, 10);
   if (*text == '\0' || errno != 0 || *end != '\0' || v < lo || v > (1 << 24)) {
-    return invalidArgument(std::string(name) + "='" + text + "' is not a valid count");
+    return failure(std::string(name) + "='" + text + "' is not a valid count");
   }
   return static_cast<int>(v);
 }
@@ -59,7 +59,7 @@ class Pipe {
     closeRead();
     closeWrite();
   }
-  Status open() { return ::pipe(fds_) == 0 ? okStatus() : errnoError("pipe", errno); }
+  Outcome open() { return ::pipe(fds_) == 0 ? Outcome() : errnoFailure("pipe", errno); }
   int readEnd() const { return fds_[0]; }
   int writeEnd() const { return fds_[1]; }
   void closeRead() { closeFd(fds_[0]); }
@@ -123,7 +123,8 @@ bool writeFully(int fd, const void* data, size_t size) {
 }
 
 /// Waits for every child in pids; see runProcesses for the grace period and the result.
-Result<int> waitForChildren(std::vector<pid_t> pids, std::chrono::milliseconds grace, bool quiet) {
+Expected<int> waitForChildren(std::vector<pid_t> pids, std::chrono::milliseconds grace,
+                              bool quiet) {
   int remaining = static_cast<int>(pids.size());
   int failed = 0;
   int worst = 0;
@@ -135,7 +136,7 @@ Result<int> waitForChildren(std::vector<pid_t> pids, std::chrono::milliseconds g
     const pid_t pid = waitpid(-1, &status, failed > 0 ? WNOHANG : 0);
     if (pid < 0) {
       if (errno == EINTR) continue;
-      return errnoError("waitpid", errno);
+      return errnoFailure("waitpid", errno);
     }
     if (pid == 0) {
       if (!killed && std::chrono::steady_clock::now() >= deadline) {
@@ -166,35 +167,35 @@ Result<int> waitForChildren(std::vector<pid_t> pids, std::chrono::milliseconds g
 
 }  // namespace
 
-Result<std::optional<LauncherWorld>> detectLauncher(const EnvLookup& env) {
+Expected<std::optional<LauncherWorld>> detectLauncher(const EnvLookup& env) {
   for (const LauncherVars& vars : kLaunchers) {
     const char* rankText = env(vars.rank);
     const char* sizeText = env(vars.size);
     if (rankText == nullptr && sizeText == nullptr) continue;
     if (rankText == nullptr || sizeText == nullptr) {
-      return invalidArgument(std::string(rankText ? vars.rank : vars.size) + " is set but " +
-                             (rankText ? vars.size : vars.rank) + " is not");
+      return failure(std::string(rankText ? vars.rank : vars.size) + " is set but " +
+                     (rankText ? vars.size : vars.rank) + " is not");
     }
-    ASSIGN_OR_RETURN(int rank, parseCount(vars.rank, rankText, 0));
-    ASSIGN_OR_RETURN(int size, parseCount(vars.size, sizeText, 1));
+    PERF_ASSIGN(int rank, parseCount(vars.rank, rankText, 0));
+    PERF_ASSIGN(int size, parseCount(vars.size, sizeText, 1));
     if (rank >= size) {
-      return invalidArgument(std::string(vars.rank) + "=" + rankText + " is not below " +
-                             vars.size + "=" + sizeText);
+      return failure(std::string(vars.rank) + "=" + rankText + " is not below " + vars.size + "=" +
+                     sizeText);
     }
     return std::optional<LauncherWorld>(LauncherWorld{rank, size, vars.rank});
   }
   return std::optional<LauncherWorld>();
 }
 
-Result<std::optional<LauncherWorld>> detectLauncher() {
+Expected<std::optional<LauncherWorld>> detectLauncher() {
   return detectLauncher([](const char* name) { return std::getenv(name); });
 }
 
-Result<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& body,
-                         std::chrono::milliseconds grace) {
-  if (n < 1) return invalidArgument("process count must be at least 1");
+Expected<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& body,
+                           std::chrono::milliseconds grace) {
+  if (n < 1) return failure("process count must be at least 1");
   std::vector<Pipe> pipes(static_cast<size_t>(n));
-  for (Pipe& p : pipes) RETURN_IF_ERROR(p.open());
+  for (Pipe& p : pipes) PERF_TRY(p.open());
   // Anything buffered now would be written once per child as well.
   std::fflush(nullptr);
   const pid_t parent = getpid();
@@ -206,17 +207,17 @@ Result<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& 
       const int err = errno;
       for (pid_t p : pids) kill(p, SIGKILL);
       for (pid_t p : pids) waitpid(p, nullptr, 0);
-      return errnoError("fork", err);
+      return errnoFailure("fork", err);
     }
     pids.push_back(pid);
   }
   for (Pipe& p : pipes) p.closeRead();
 
-  Result<std::string> payload = makePayload();
+  Expected<std::string> payload = makePayload();
   if (!payload.ok()) {
     for (Pipe& p : pipes) p.closeWrite();  // the children see end-of-file and exit
     (void)waitForChildren(pids, grace, /*quiet=*/true);
-    return payload.status();
+    return payload.outcome();
   }
   // A child that died already must not take the parent with it through SIGPIPE.
   struct sigaction ignore = {};
@@ -235,24 +236,24 @@ Result<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& 
   return waitForChildren(std::move(pids), grace, /*quiet=*/false);
 }
 
-Status bindToCpu(int index) {
+Outcome bindToCpu(int index) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
-    return errnoError("--bind core: reading the CPU affinity", errno);
+    return errnoFailure("--bind core: reading the CPU affinity", errno);
   }
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   }
-  if (cpus.empty()) return invalidArgument("--bind core: no CPU in this process's affinity");
+  if (cpus.empty()) return failure("--bind core: no CPU in this process's affinity");
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpus[static_cast<size_t>(index) % cpus.size()], &one);
   if (sched_setaffinity(0, sizeof(one), &one) != 0) {
-    return errnoError("--bind core: setting the CPU affinity", errno);
+    return errnoFailure("--bind core: setting the CPU affinity", errno);
   }
-  return okStatus();
+  return Outcome();
 }
 
 int runThreads(int n, const std::function<int(int)>& body) {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "base/status.h"
+#include "perf/perf_error.h"
 
 namespace braid::perf {
 
@@ -24,11 +24,11 @@ using EnvLookup = std::function<const char*(const char*)>;
 /// The launcher's world from BRAID_RANK/BRAID_WORLD_SIZE, RANK/WORLD_SIZE (torchrun),
 /// OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS, in that order;
 /// nullopt when none of them is set. A malformed or inconsistent value is an error.
-Result<std::optional<LauncherWorld>> detectLauncher(const EnvLookup& env);
-Result<std::optional<LauncherWorld>> detectLauncher();
+Expected<std::optional<LauncherWorld>> detectLauncher(const EnvLookup& env);
+Expected<std::optional<LauncherWorld>> detectLauncher();
 
 /// Runs in the parent once every child exists; what it returns is handed to each child.
-using ParentTask = std::function<Result<std::string>()>;
+using ParentTask = std::function<Expected<std::string>()>;
 /// A child's work: its index and the parent's payload; the return value is its exit status.
 using ChildBody = std::function<int(int index, const std::string& payload)>;
 
@@ -41,8 +41,8 @@ using ChildBody = std::function<int(int index, const std::string& payload)>;
 /// lost peer), then are killed. Children die with the parent. A child killed by a signal is
 /// described on stderr (one that exits reports its own trouble). Returns the highest exit status
 /// of the children, 128 + the signal number for one killed: 0 when all succeeded.
-Result<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& body,
-                         std::chrono::milliseconds grace);
+Expected<int> runProcesses(int n, const ParentTask& makePayload, const ChildBody& body,
+                           std::chrono::milliseconds grace);
 
 /// Runs body(t) for t in [0, n), each on its own thread, and joins them. Returns 0 when every
 /// body returned 0, else the first non-zero value in thread order.
@@ -51,6 +51,6 @@ int runThreads(int n, const std::function<int(int)>& body);
 /// Confines this process to the index-th CPU of its affinity (modulo their number), as mpirun's
 /// --bind-to core: ranks the scheduler would otherwise stack on one CPU (it wakes a sleeper next
 /// to its waker) keep a core each, or share them evenly when they outnumber the cores.
-Status bindToCpu(int index);
+Outcome bindToCpu(int index);
 
 }  // namespace braid::perf

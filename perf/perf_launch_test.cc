@@ -23,7 +23,7 @@ EnvLookup fakeEnv(std::map<std::string, std::string> vars) {
 }
 
 TEST(PerfLaunch, NoLauncher) {
-  Result<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"HOME", "/root"}}));
+  Expected<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"HOME", "/root"}}));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r.value().has_value());
 }
@@ -36,9 +36,9 @@ TEST(PerfLaunch, EachLauncher) {
       {"PMI_RANK", "PMI_SIZE"},
       {"SLURM_PROCID", "SLURM_NTASKS"}};
   for (const auto& [rankVar, sizeVar] : launchers) {
-    Result<std::optional<LauncherWorld>> r =
+    Expected<std::optional<LauncherWorld>> r =
         detectLauncher(fakeEnv({{rankVar, "2"}, {sizeVar, "6"}}));
-    ASSERT_TRUE(r.ok()) << rankVar << ": " << r.status().message();
+    ASSERT_TRUE(r.ok()) << rankVar << ": " << r.outcome().message();
     ASSERT_TRUE(r.value().has_value()) << rankVar;
     EXPECT_EQ(r.value()->rank, 2);
     EXPECT_EQ(r.value()->size, 6);
@@ -47,10 +47,10 @@ TEST(PerfLaunch, EachLauncher) {
 }
 
 TEST(PerfLaunch, BraidVariablesComeFirst) {
-  Result<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"SLURM_PROCID", "0"},
-                                                                   {"SLURM_NTASKS", "1"},
-                                                                   {"BRAID_RANK", "3"},
-                                                                   {"BRAID_WORLD_SIZE", "4"}}));
+  Expected<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"SLURM_PROCID", "0"},
+                                                                     {"SLURM_NTASKS", "1"},
+                                                                     {"BRAID_RANK", "3"},
+                                                                     {"BRAID_WORLD_SIZE", "4"}}));
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r.value().has_value());
   EXPECT_EQ(r.value()->rank, 3);
@@ -58,15 +58,15 @@ TEST(PerfLaunch, BraidVariablesComeFirst) {
 }
 
 TEST(PerfLaunch, MalformedWorlds) {
-  Result<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"RANK", "1"}}));
+  Expected<std::optional<LauncherWorld>> r = detectLauncher(fakeEnv({{"RANK", "1"}}));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(r.outcome().message().find("WORLD_SIZE"), std::string::npos);
   r = detectLauncher(fakeEnv({{"RANK", "4"}, {"WORLD_SIZE", "4"}}));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("not below"), std::string::npos);
+  EXPECT_NE(r.outcome().message().find("not below"), std::string::npos);
   r = detectLauncher(fakeEnv({{"PMI_RANK", "x"}, {"PMI_SIZE", "4"}}));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("PMI_RANK"), std::string::npos);
+  EXPECT_NE(r.outcome().message().find("PMI_RANK"), std::string::npos);
   r = detectLauncher(fakeEnv({{"PMI_RANK", "0"}, {"PMI_SIZE", "0"}}));
   EXPECT_FALSE(r.ok());
 }
@@ -84,11 +84,11 @@ TEST(PerfLaunch, ThreadsRunEveryIndex) {
 }
 
 ParentTask payloadOf(std::string text) {
-  return [text]() -> Result<std::string> { return text; };
+  return [text]() -> Expected<std::string> { return text; };
 }
 
 TEST(PerfLaunch, ProcessesReportTheWorstStatus) {
-  Result<int> r = runProcesses(
+  Expected<int> r = runProcesses(
       3, payloadOf(""), [](int, const std::string&) { return 0; }, std::chrono::milliseconds(1000));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value(), 0);
@@ -110,7 +110,7 @@ TEST(PerfLaunch, BindToCpuGivesEachIndexOneAllowedCpuInTurn) {
   ASSERT_FALSE(cpus.empty());
   // Each child binds itself (the test process keeps its affinity) and reports where it runs.
   const int n = static_cast<int>(cpus.size()) + 1;  // one more than CPUs: index n-1 wraps to 0
-  Result<int> r = runProcesses(
+  Expected<int> r = runProcesses(
       n, payloadOf(""),
       [&cpus](int i, const std::string&) {
         if (!bindToCpu(i).ok()) return 1;
@@ -120,7 +120,7 @@ TEST(PerfLaunch, BindToCpuGivesEachIndexOneAllowedCpuInTurn) {
         return CPU_COUNT(&now) == 1 && CPU_ISSET(expected, &now) ? 0 : 3;
       },
       std::chrono::milliseconds(5000));
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r.ok()) << r.outcome().message();
   EXPECT_EQ(r.value(), 0);
   cpu_set_t mine;
   ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
@@ -130,7 +130,7 @@ TEST(PerfLaunch, BindToCpuGivesEachIndexOneAllowedCpuInTurn) {
 TEST(PerfLaunch, EveryChildGetsThePayload) {
   const pid_t parent = getpid();
   const std::string big(100000, 'x');  // more than a pipe holds at once
-  Result<int> r = runProcesses(
+  Expected<int> r = runProcesses(
       3, payloadOf(big + "!"),
       [parent, &big](int, const std::string& payload) {
         const bool ownProcess = getppid() == parent && getpid() != parent;
@@ -147,9 +147,9 @@ TEST(PerfLaunch, ChildrenAreForkedBeforeThePayloadTask) {
   std::atomic<bool> held{false};
   std::atomic<bool> release{false};
   std::thread holder;
-  Result<int> r = runProcesses(
+  Expected<int> r = runProcesses(
       2,
-      [&]() -> Result<std::string> {
+      [&]() -> Expected<std::string> {
         holder = std::thread([&] {
           std::lock_guard<std::mutex> guard(lock);
           held = true;
@@ -171,15 +171,15 @@ TEST(PerfLaunch, ChildrenAreForkedBeforeThePayloadTask) {
 }
 
 TEST(PerfLaunch, FailedPayloadTaskStopsTheChildren) {
-  Result<int> r = runProcesses(
-      2, []() -> Result<std::string> { return internalError("no ids today"); },
+  Expected<int> r = runProcesses(
+      2, []() -> Expected<std::string> { return failure("no ids today"); },
       [](int, const std::string&) { return 0; }, std::chrono::milliseconds(1000));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "no ids today");
+  EXPECT_EQ(r.outcome().message(), "no ids today");
 }
 
 TEST(PerfLaunch, SignalDeathAndStragglersAreKilled) {
-  Result<int> r = runProcesses(
+  Expected<int> r = runProcesses(
       2, payloadOf(""),
       [](int i, const std::string&) {
         if (i == 0) {

@@ -7,8 +7,8 @@
 #include <functional>
 #include <limits>
 
-#include "base/config.h"
-#include "base/dtype.h"
+#include "perf/perf_numbers.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf {
 namespace {
@@ -29,19 +29,7 @@ constexpr std::array<CollectiveName, 7> kCollectives = {{
     {PerfCollective::kSendRecv, "sendrecv", "sendrecv"},
 }};
 
-Result<int64_t> parseInt(std::string_view text, int64_t lo, int64_t hi) {
-  std::string s(text);
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) {
-    return invalidArgument("'" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "]");
-  }
-  return static_cast<int64_t>(v);
-}
-
-using Apply = std::function<Status(PerfOptions&, std::string_view)>;
+using Apply = std::function<Outcome(PerfOptions&, std::string_view)>;
 
 struct OptionSpec {
   char shortName;             ///< 0: long form only
@@ -51,82 +39,81 @@ struct OptionSpec {
 };
 
 Apply intOption(int PerfOptions::*field, int lo, int hi) {
-  return [=](PerfOptions& o, std::string_view v) -> Status {
-    ASSIGN_OR_RETURN(int64_t n, parseInt(v, lo, hi));
+  return [=](PerfOptions& o, std::string_view v) -> Outcome {
+    PERF_ASSIGN(int64_t n, parseIntegerValue(v, lo, hi));
     o.*field = static_cast<int>(n);
-    return okStatus();
+    return Outcome();
   };
 }
 
 Apply boolOption(bool PerfOptions::*field) {
-  return [=](PerfOptions& o, std::string_view v) -> Status {
-    ASSIGN_OR_RETURN(int64_t n, parseInt(v, 0, 1));
+  return [=](PerfOptions& o, std::string_view v) -> Outcome {
+    PERF_ASSIGN(int64_t n, parseIntegerValue(v, 0, 1));
     o.*field = n != 0;
-    return okStatus();
+    return Outcome();
   };
 }
 
 Apply sizeOption(uint64_t PerfOptions::*field) {
-  return [=](PerfOptions& o, std::string_view v) -> Status {
-    ASSIGN_OR_RETURN(o.*field, parseByteSize(v));
-    return okStatus();
+  return [=](PerfOptions& o, std::string_view v) -> Outcome {
+    PERF_ASSIGN(o.*field, parseSizeValue(v));
+    return Outcome();
   };
 }
 
 /// Options nccl-tests has that mean nothing for host buffers: accepted so that command lines
 /// carry over, with the value that is meaningful here enforced.
 Apply acceptedOption(int64_t lo, int64_t hi) {
-  return [=](PerfOptions&, std::string_view v) -> Status {
-    ASSIGN_OR_RETURN(int64_t n, parseInt(v, lo, hi));
+  return [=](PerfOptions&, std::string_view v) -> Outcome {
+    PERF_ASSIGN(int64_t n, parseIntegerValue(v, lo, hi));
     (void)n;
-    return okStatus();
+    return Outcome();
   };
 }
 
-Status applyDataTypes(PerfOptions& o, std::string_view v) {
+Outcome applyDataTypes(PerfOptions& o, std::string_view v) {
   o.dataTypes.clear();
   if (v == "all") {
-    for (int t = 0; t < kNumDataTypes; ++t) o.dataTypes.push_back(static_cast<braidDataType_t>(t));
-    return okStatus();
+    o.dataTypes = allDataTypes();
+    return Outcome();
   }
-  std::optional<braidDataType_t> type = parseDataType(v);
-  if (!type) return invalidArgument("unknown datatype '" + std::string(v) + "'");
+  std::optional<braidDataType_t> type = parseTypeName(v);
+  if (!type) return failure("unknown datatype '" + std::string(v) + "'");
   o.dataTypes.push_back(*type);
-  return okStatus();
+  return Outcome();
 }
 
-Status applyOps(PerfOptions& o, std::string_view v) {
+Outcome applyOps(PerfOptions& o, std::string_view v) {
   o.ops.clear();
   if (v == "all") {
-    for (int op = 0; op < kNumRedOps; ++op) o.ops.push_back(static_cast<braidRedOp_t>(op));
-    return okStatus();
+    o.ops = allRedOps();
+    return Outcome();
   }
-  std::optional<braidRedOp_t> op = parseRedOp(v);
-  if (!op) return invalidArgument("unknown reduction op '" + std::string(v) + "'");
+  std::optional<braidRedOp_t> op = parseOpName(v);
+  if (!op) return failure("unknown reduction op '" + std::string(v) + "'");
   o.ops.push_back(*op);
-  return okStatus();
+  return Outcome();
 }
 
 const std::vector<OptionSpec>& optionTable() {
   static const std::vector<OptionSpec> kTable = {
       {'t', "nthreads", true, intOption(&PerfOptions::threads, 1, 1024)},
       {'g', "ngpus", true,
-       [](PerfOptions&, std::string_view v) -> Status {
-         ASSIGN_OR_RETURN(int64_t n, parseInt(v, 1, 1024));
+       [](PerfOptions&, std::string_view v) -> Outcome {
+         PERF_ASSIGN(int64_t n, parseIntegerValue(v, 1, 1024));
          if (n != 1) {
-           return invalidArgument(
-               "each rank here is a host thread: use --np and -t for more ranks");
+           return failure("each rank here is a host thread: use --np and -t for more ranks");
          }
-         return okStatus();
+         return Outcome();
        }},
       {'b', "minbytes", true, sizeOption(&PerfOptions::minBytes)},
       {'e', "maxbytes", true, sizeOption(&PerfOptions::maxBytes)},
       {'i', "stepbytes", true, sizeOption(&PerfOptions::stepBytes)},
       {'f', "stepfactor", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
-         ASSIGN_OR_RETURN(int64_t n, parseInt(v, 1, 1 << 20));
+       [](PerfOptions& o, std::string_view v) -> Outcome {
+         PERF_ASSIGN(int64_t n, parseIntegerValue(v, 1, 1 << 20));
          o.stepFactor = static_cast<uint64_t>(n);
-         return okStatus();
+         return Outcome();
        }},
       {'n', "iters", true, intOption(&PerfOptions::iters, 1, 1 << 30)},
       {'m', "agg_iters", true, intOption(&PerfOptions::aggIters, 1, 1 << 20)},
@@ -140,53 +127,53 @@ const std::vector<OptionSpec>& optionTable() {
       {'z', "blocking", true, boolOption(&PerfOptions::blocking)},
       {'y', "stream_null", true, acceptedOption(0, 1)},
       {'T', "timeout", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
+       [](PerfOptions& o, std::string_view v) -> Outcome {
          std::string s(v);
          char* end = nullptr;
          errno = 0;
          double seconds = std::strtod(s.c_str(), &end);
          if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(seconds) || seconds < 0) {
-           return invalidArgument("'" + s + "' is not a non-negative number of seconds");
+           return failure("'" + s + "' is not a non-negative number of seconds");
          }
          o.timeoutSeconds = seconds;
-         return okStatus();
+         return Outcome();
        }},
       {'G', "cudagraph", true, acceptedOption(0, 0)},
       {'C', "report_cputime", true, acceptedOption(0, 1)},
       {'R', "local_register", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
+       [](PerfOptions& o, std::string_view v) -> Outcome {
          // nccl-tests' 1 (local) and 2 (user buffer) registration both mean shared buffers here.
-         ASSIGN_OR_RETURN(int64_t n, parseInt(v, 0, 2));
+         PERF_ASSIGN(int64_t n, parseIntegerValue(v, 0, 2));
          o.sharedBuffers = n != 0;
-         return okStatus();
+         return Outcome();
        }},
       {'a', "average", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
-         ASSIGN_OR_RETURN(int64_t n, parseInt(v, 0, 3));
+       [](PerfOptions& o, std::string_view v) -> Outcome {
+         PERF_ASSIGN(int64_t n, parseIntegerValue(v, 0, 3));
          o.average = static_cast<AverageMode>(n);
-         return okStatus();
+         return Outcome();
        }},
       {0, "np", true, intOption(&PerfOptions::nprocs, 1, 4096)},
       {0, "algo", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
-         if (v.empty()) return invalidArgument("empty algorithm name");
+       [](PerfOptions& o, std::string_view v) -> Outcome {
+         if (v.empty()) return failure("empty algorithm name");
          o.algo = std::string(v);
-         return okStatus();
+         return Outcome();
        }},
       {0, "json", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
-         if (v.empty()) return invalidArgument("empty file name");
+       [](PerfOptions& o, std::string_view v) -> Outcome {
+         if (v.empty()) return failure("empty file name");
          o.jsonFile = std::string(v);
-         return okStatus();
+         return Outcome();
        }},
       {0, "tune", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
-         if (v.empty()) return invalidArgument("empty file name");
+       [](PerfOptions& o, std::string_view v) -> Outcome {
+         if (v.empty()) return failure("empty file name");
          o.tuneFile = std::string(v);
-         return okStatus();
+         return Outcome();
        }},
       {0, "bind", true,
-       [](PerfOptions& o, std::string_view v) -> Status {
+       [](PerfOptions& o, std::string_view v) -> Outcome {
          if (v == "auto") {
            o.bind = BindPolicy::kAuto;
          } else if (v == "none") {
@@ -194,24 +181,24 @@ const std::vector<OptionSpec>& optionTable() {
          } else if (v == "core") {
            o.bind = BindPolicy::kCore;
          } else {
-           return invalidArgument("--bind: '" + std::string(v) + "' is not auto, none or core");
+           return failure("--bind: '" + std::string(v) + "' is not auto, none or core");
          }
-         return okStatus();
+         return Outcome();
        }},
       {0, "device", false,
-       [](PerfOptions& o, std::string_view) -> Status {
+       [](PerfOptions& o, std::string_view) -> Outcome {
          o.device = true;
-         return okStatus();
+         return Outcome();
        }},
       {'h', "help", false,
-       [](PerfOptions& o, std::string_view) -> Status {
+       [](PerfOptions& o, std::string_view) -> Outcome {
          o.help = true;
-         return okStatus();
+         return Outcome();
        }},
       {0, "help-env", false,
-       [](PerfOptions& o, std::string_view) -> Status {
+       [](PerfOptions& o, std::string_view) -> Outcome {
          o.helpEnv = true;
-         return okStatus();
+         return Outcome();
        }},
   };
   return kTable;
@@ -236,36 +223,27 @@ std::string spelling(const OptionSpec& spec) {
                              : "--" + std::string(spec.longName);
 }
 
-Status validate(const PerfOptions& o) {
+Outcome validate(const PerfOptions& o) {
   if (o.minBytes > o.maxBytes) {
-    return invalidArgument("-b (" + std::to_string(o.minBytes) + ") is above -e (" +
-                           std::to_string(o.maxBytes) + ")");
+    return failure("-b (" + std::to_string(o.minBytes) + ") is above -e (" +
+                   std::to_string(o.maxBytes) + ")");
   }
   if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes < o.maxBytes) {
-    return invalidArgument("-i 0 with -f 1 never reaches -e: give -f > 1 or -i > 0");
+    return failure("-i 0 with -f 1 never reaches -e: give -f > 1 or -i > 0");
   }
   if (!o.tuneFile.empty()) {
-    if (!o.algo.empty()) return invalidArgument("--tune measures every algorithm: drop --algo");
+    if (!o.algo.empty()) return failure("--tune measures every algorithm: drop --algo");
     if (o.collective == PerfCollective::kSendRecv) {
-      return invalidArgument("--tune: sendrecv has nothing to tune");
+      return failure("--tune: sendrecv has nothing to tune");
     }
   }
-  return okStatus();
+  return Outcome();
 }
 
 }  // namespace
 
-Collective libraryCollective(PerfCollective coll) {
-  switch (coll) {
-    case PerfCollective::kAllReduce: return Collective::kAllReduce;
-    case PerfCollective::kBroadcast: return Collective::kBroadcast;
-    case PerfCollective::kReduce: return Collective::kReduce;
-    case PerfCollective::kAllGather: return Collective::kAllGather;
-    case PerfCollective::kReduceScatter: return Collective::kReduceScatter;
-    case PerfCollective::kAllToAll: return Collective::kAllToAll;
-    case PerfCollective::kSendRecv: return Collective::kSend;
-  }
-  return Collective::kAllReduce;
+std::string_view libraryCollectiveName(PerfCollective coll) {
+  return coll == PerfCollective::kSendRecv ? "send" : perfCollectiveName(coll);
 }
 
 std::string_view perfCollectiveName(PerfCollective coll) {
@@ -309,8 +287,8 @@ bool bindsCores(const PerfOptions& options) {
   return options.bind == BindPolicy::kCore;
 }
 
-Result<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
-                                     PerfCollective defaultCollective) {
+Expected<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
+                                       PerfCollective defaultCollective) {
   PerfOptions options;
   options.collective = defaultCollective;
   bool sawCollective = false;
@@ -327,13 +305,13 @@ Result<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
       if (arg.size() > 2) inlineValue = arg.substr(2);
     } else {
       std::optional<PerfCollective> coll = parsePerfCollective(arg);
-      if (!coll) return invalidArgument("unknown collective '" + arg + "' (see --help)");
-      if (sawCollective) return invalidArgument("more than one collective named: '" + arg + "'");
+      if (!coll) return failure("unknown collective '" + arg + "' (see --help)");
+      if (sawCollective) return failure("more than one collective named: '" + arg + "'");
       options.collective = *coll;
       sawCollective = true;
       continue;
     }
-    if (spec == nullptr) return invalidArgument("unknown option '" + arg + "' (see --help)");
+    if (spec == nullptr) return failure("unknown option '" + arg + "' (see --help)");
     std::string value;
     if (spec->takesValue) {
       if (inlineValue) {
@@ -341,15 +319,15 @@ Result<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
       } else if (i + 1 < args.size()) {
         value = args[++i];
       } else {
-        return invalidArgument(spelling(*spec) + " needs a value");
+        return failure(spelling(*spec) + " needs a value");
       }
     } else if (inlineValue) {
-      return invalidArgument(spelling(*spec) + " takes no value");
+      return failure(spelling(*spec) + " takes no value");
     }
-    Status status = spec->apply(options, value);
+    Outcome status = spec->apply(options, value);
     if (!status.ok()) return status.withContext(spelling(*spec));
   }
-  RETURN_IF_ERROR(validate(options));
+  PERF_TRY(validate(options));
   return options;
 }
 

@@ -8,9 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "algorithms/plan.h"
 #include "braid.h"
-#include "base/status.h"
+#include "perf/perf_error.h"
 
 namespace braid::perf {
 
@@ -32,8 +31,9 @@ std::optional<PerfCollective> parsePerfCollective(std::string_view name);
 /// The collective an nccl-tests program name implies ("all_reduce_perf" -> allreduce), so that
 /// braid-perf can be installed under those names; nullopt for any other name.
 std::optional<PerfCollective> collectiveFromProgramName(std::string_view argv0);
-/// The library's collective behind a braid-perf one (sendrecv: send).
-Collective libraryCollective(PerfCollective coll);
+/// The library's name of the collective behind a braid-perf one, as BRAID_ALGO and the tools
+/// interface spell it (sendrecv: "send").
+std::string_view libraryCollectiveName(PerfCollective coll);
 /// Whether the collective takes a reduction op, and whether it has a root.
 bool collectiveReduces(PerfCollective coll);
 bool collectiveHasRoot(PerfCollective coll);
@@ -83,8 +83,9 @@ bool bindsCores(const PerfOptions& options);
 
 /// Parses the arguments after the program name. `defaultCollective` is what the program name
 /// implies; a positional collective name overrides it. Errors name the offending argument.
-Result<PerfOptions> parsePerfOptions(const std::vector<std::string>& args,
-                                     PerfCollective defaultCollective = PerfCollective::kAllReduce);
+Expected<PerfOptions> parsePerfOptions(
+    const std::vector<std::string>& args,
+    PerfCollective defaultCollective = PerfCollective::kAllReduce);
 
 /// The --help text.
 std::string perfUsage(std::string_view program);

@@ -6,15 +6,15 @@ namespace braid::perf {
 namespace {
 
 PerfOptions parseOk(const std::vector<std::string>& args) {
-  Result<PerfOptions> r = parsePerfOptions(args);
-  EXPECT_TRUE(r.ok()) << r.status().message();
+  Expected<PerfOptions> r = parsePerfOptions(args);
+  EXPECT_TRUE(r.ok()) << r.outcome().message();
   return r.ok() ? r.value() : PerfOptions{};
 }
 
 std::string parseError(const std::vector<std::string>& args) {
-  Result<PerfOptions> r = parsePerfOptions(args);
+  Expected<PerfOptions> r = parsePerfOptions(args);
   EXPECT_FALSE(r.ok());
-  return r.ok() ? "" : r.status().message();
+  return r.ok() ? "" : r.outcome().message();
 }
 
 TEST(PerfOptions, DefaultsAreNcclTests) {
@@ -95,7 +95,7 @@ TEST(PerfOptions, CollectiveNames) {
   EXPECT_EQ(collectiveFromProgramName("./braid-perf"), std::nullopt);
   EXPECT_EQ(collectiveFromProgramName("_perf"), std::nullopt);
   // The program name sets the default; a positional name overrides it.
-  Result<PerfOptions> r = parsePerfOptions({}, PerfCollective::kReduce);
+  Expected<PerfOptions> r = parsePerfOptions({}, PerfCollective::kReduce);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value().collective, PerfCollective::kReduce);
   r = parsePerfOptions({"broadcast"}, PerfCollective::kReduce);
@@ -146,6 +146,13 @@ TEST(PerfOptions, Errors) {
   EXPECT_NE(parseError({"--help-env=1"}).find("takes no value"), std::string::npos);
   EXPECT_NE(parseError({"-b", "8", "-e", "16", "-i", "0"}).find("-i"), std::string::npos);
   EXPECT_NE(parseError({"-T", "-1"}).find("-T"), std::string::npos);
+}
+
+TEST(PerfOptions, NumbersReadAsTheBraidVariablesRead) {
+  // One parser for both: -n and BRAID_NSLOTS, -b and BRAID_CHUNK_BYTES.
+  EXPECT_EQ(parseError({"-n", "1K"}), "-n: '1K' is not an integer in [1, 1073741824]");
+  EXPECT_EQ(parseError({"-b", "1X"}), "-b: '1X' is not a size (digits, then K, M or G)");
+  EXPECT_EQ(parseOk({"-b", "1M"}).minBytes, 1u << 20);
 }
 
 TEST(PerfOptions, Tune) {

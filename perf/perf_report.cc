@@ -7,9 +7,6 @@
 #include <cstdio>
 #include <memory>
 
-#include "algorithms/algorithms.h"
-#include "tuner/tuner.h"
-
 namespace braid::perf {
 namespace {
 
@@ -227,15 +224,18 @@ std::string formatTuneCells(const std::string& best, double bestUs, const std::s
 std::string TuneVariant::label() const {
   std::string chunk = std::to_string(chunkBytes);
   if (chunkBytes % 1024 == 0) chunk = std::to_string(chunkBytes / 1024) + "K";
-  return std::string(algorithmName(algo)) + "/" + chunk + "/" + std::to_string(nchannels);
+  return algorithm + "/" + chunk + "/" + std::to_string(nchannels);
 }
 
-std::vector<TuneVariant> tuneVariants(Collective coll, uint32_t slotBytes, int maxChannels) {
+std::vector<TuneVariant> tuneVariants(const std::vector<std::string>& algorithms,
+                                      const std::vector<uint32_t>& chunkBytes,
+                                      const std::vector<int>& channels, uint32_t slotBytes,
+                                      int maxChannels) {
   std::vector<TuneVariant> out;
-  for (Algorithm a : algorithmsFor(coll)) {
-    for (uint32_t chunk : Tuner::kChunkCandidates) {
+  for (const std::string& a : algorithms) {
+    for (uint32_t chunk : chunkBytes) {
       if (chunk > slotBytes) continue;
-      for (int ch : Tuner::kChannelCandidates) {
+      for (int ch : channels) {
         if (ch <= maxChannels) out.push_back({a, chunk, ch});
       }
     }
@@ -270,8 +270,8 @@ double TuneRecorder::time(uint64_t bytes, size_t variant) const {
   return it->second[variant];
 }
 
-std::vector<TuningEntry> TuneRecorder::entries() const {
-  std::vector<TuningEntry> out;
+std::vector<TuneRange> TuneRecorder::entries() const {
+  std::vector<TuneRange> out;
   uint64_t previous = 0;
   size_t last = 0;  // the variant of out.back()
   for (auto it = times_.begin(); it != times_.end(); ++it) {
@@ -293,15 +293,12 @@ std::vector<TuningEntry> TuneRecorder::entries() const {
       out.back().toInf = false;
       out.back().maxBytes = lo;
     }
-    const TuneVariant& variant = variants_[v];
-    TuningEntry e;
-    e.minBytes = lo;
-    e.toInf = true;
-    e.algo = variant.algo;
-    e.chunkBytes = variant.chunkBytes;
-    e.nchannels = variant.nchannels;
-    e.timeUs = t;
-    out.push_back(e);
+    TuneRange range;
+    range.minBytes = lo;
+    range.toInf = true;
+    range.variant = variants_[v];
+    range.timeUs = t;
+    out.push_back(range);
     last = v;
   }
   return out;
@@ -324,17 +321,17 @@ std::string formatAlgoSummary(uint64_t wrong, const std::vector<std::string>& al
   return out + "#\n";
 }
 
-std::string formatEnvHelp(const std::vector<ConfigVarInfo>& variables) {
+std::string formatEnvHelp(const std::vector<EnvVariableHelp>& variables) {
   size_t nameWidth = 0;
   size_t defaultWidth = 7;
-  for (const ConfigVarInfo& v : variables) {
+  for (const EnvVariableHelp& v : variables) {
     nameWidth = std::max(nameWidth, v.name.size());
     defaultWidth = std::max(defaultWidth, v.defaultText.size());
   }
   std::string out = "Braid reads these environment variables once per communicator, at init:\n\n";
   out += format("  %-*s  %-*s  %s\n", static_cast<int>(nameWidth), "variable",
                 static_cast<int>(defaultWidth), "default", "meaning");
-  for (const ConfigVarInfo& v : variables) {
+  for (const EnvVariableHelp& v : variables) {
     const std::string_view def =
         v.defaultText.empty() ? std::string_view("(unset)") : v.defaultText;
     out += format("  %-*.*s  %-*.*s  %.*s\n", static_cast<int>(nameWidth),
@@ -400,15 +397,15 @@ std::string JsonReport::document() const {
   return out;
 }
 
-Status JsonReport::writeFile(const std::string& path) const {
+Outcome JsonReport::writeFile(const std::string& path) const {
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "w"), &std::fclose);
-  if (!file) return errnoError("cannot open " + path, errno);
+  if (!file) return errnoFailure("cannot open " + path, errno);
   const std::string text = document();
   if (std::fwrite(text.data(), 1, text.size(), file.get()) != text.size()) {
-    return errnoError("cannot write " + path, errno);
+    return errnoFailure("cannot write " + path, errno);
   }
-  if (std::fclose(file.release()) != 0) return errnoError("cannot write " + path, errno);
-  return okStatus();
+  if (std::fclose(file.release()) != 0) return errnoFailure("cannot write " + path, errno);
+  return Outcome();
 }
 
 }  // namespace braid::perf

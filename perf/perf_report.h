@@ -9,11 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "base/config.h"
-#include "base/status.h"
 #include "perf/perf_data.h"
+#include "perf/perf_error.h"
 #include "perf/perf_options.h"
-#include "tuner/tuning_table.h"
 
 namespace braid::perf {
 
@@ -84,15 +82,28 @@ class RegretSummary {
 
 /// One (algorithm, chunk, channels) braid-perf --tune measures.
 struct TuneVariant {
-  Algorithm algo = Algorithm::kRing;
+  std::string algorithm = "ring";
   uint32_t chunkBytes = 0;
   int nchannels = 1;
   std::string label() const;  ///< "ring/128K/2"
 };
 
-/// The variants --tune measures for a collective: every algorithm serving it, with every chunk
-/// the tuner weighs (up to `slotBytes`) and 1, 2 and 4 channels (up to `maxChannels`).
-std::vector<TuneVariant> tuneVariants(Collective coll, uint32_t slotBytes, int maxChannels);
+/// The variants --tune measures: every algorithm in `algorithms` with every chunk of `chunkBytes`
+/// up to `slotBytes` and every channel count of `channels` up to `maxChannels` (the tuner's
+/// candidates and the bounds a communicator puts on them).
+std::vector<TuneVariant> tuneVariants(const std::vector<std::string>& algorithms,
+                                      const std::vector<uint32_t>& chunkBytes,
+                                      const std::vector<int>& channels, uint32_t slotBytes,
+                                      int maxChannels);
+
+/// One line of the tuning table --tune writes: the variant for the sizes [minBytes, maxBytes).
+struct TuneRange {
+  uint64_t minBytes = 0;
+  uint64_t maxBytes = 0;  ///< unused when toInf
+  bool toInf = false;
+  TuneVariant variant;
+  double timeUs = -1;  ///< what the variant measured (at the last size of the range)
+};
 
 /// What --tune measured: per size, every variant's fastest time over the cycles; then the table.
 class TuneRecorder {
@@ -106,7 +117,7 @@ class TuneRecorder {
   /// One entry per run of sizes whose fastest variant is the same; ranges meet at the geometric
   /// mean of neighbouring sizes, the first starts at 0 and the last has no end. A size keeps the
   /// previous size's variant while that is within kTolerance of its fastest.
-  std::vector<TuningEntry> entries() const;
+  std::vector<TuneRange> entries() const;
   static constexpr double kTolerance = 0.03;
   const std::vector<TuneVariant>& variants() const { return variants_; }
 
@@ -166,7 +177,7 @@ class JsonReport {
   void add(Measurement measurement) { measurements_.push_back(std::move(measurement)); }
   const std::vector<Measurement>& measurements() const { return measurements_; }
   std::string document() const;
-  Status writeFile(const std::string& path) const;
+  Outcome writeFile(const std::string& path) const;
 
  private:
   PerfOptions options_;
@@ -175,8 +186,15 @@ class JsonReport {
   std::vector<Measurement> measurements_;
 };
 
+/// One BRAID_ environment variable, as --help-env lists it.
+struct EnvVariableHelp {
+  std::string name;
+  std::string defaultText;  ///< empty: unset by default
+  std::string doc;
+};
+
 /// The --help-env text: every BRAID_ variable with its default and doc line.
-std::string formatEnvHelp(const std::vector<ConfigVarInfo>& variables);
+std::string formatEnvHelp(const std::vector<EnvVariableHelp>& variables);
 
 /// s as a JSON string literal, quotes included.
 std::string jsonString(std::string_view s);

@@ -7,8 +7,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "algorithms/algorithms.h"
-
 namespace braid::perf {
 namespace {
 
@@ -20,7 +18,7 @@ std::vector<std::string> lines(const std::string& text) {
 }
 
 TEST(PerfReport, HeaderLine) {
-  Result<PerfOptions> o = parsePerfOptions({"-b", "8", "-e", "64M", "-f", "2", "-t", "2"});
+  Expected<PerfOptions> o = parsePerfOptions({"-b", "8", "-e", "64M", "-f", "2", "-t", "2"});
   ASSERT_TRUE(o.ok());
   const std::vector<std::string> h = lines(formatHeader(o.value()));
   ASSERT_EQ(h.size(), 2u);
@@ -148,17 +146,23 @@ TEST(PerfReport, RegretKeepsTheFastestOfTheCycles) {
   EXPECT_NE(RegretSummary().format().find("no sizes"), std::string::npos);
 }
 
-TEST(PerfReport, TuneVariantsAndTheTableTheyMake) {
-  const std::vector<TuneVariant> all = tuneVariants(Collective::kAllReduce, 512 << 10, 4);
-  // Every all-reduce algorithm x 3 chunks x 3 channel counts.
-  EXPECT_EQ(all.size(), algorithmsFor(Collective::kAllReduce).size() * 9);
-  EXPECT_EQ(tuneVariants(Collective::kAllReduce, 128 << 10, 2).size(),
-            algorithmsFor(Collective::kAllReduce).size() * 4);
-  EXPECT_EQ(TuneVariant({Algorithm::kRing, 128 << 10, 2}).label(), "ring/128K/2");
+TEST(PerfReport, TuneVariantsAndTheRangesTheyMake) {
+  const std::vector<std::string> algorithms = {"ring", "tree", "rd"};
+  const std::vector<uint32_t> chunks = {32 << 10, 128 << 10, 512 << 10};
+  const std::vector<int> channels = {1, 2, 4};
+  const std::vector<TuneVariant> all = tuneVariants(algorithms, chunks, channels, 512 << 10, 4);
+  // Every algorithm x 3 chunks x 3 channel counts, in that order.
+  ASSERT_EQ(all.size(), algorithms.size() * 9);
+  EXPECT_EQ(all[0].label(), "ring/32K/1");
+  EXPECT_EQ(all[1].label(), "ring/32K/2");
+  EXPECT_EQ(all[3].label(), "ring/128K/1");
+  EXPECT_EQ(all[9].label(), "tree/32K/1");
+  EXPECT_EQ(tuneVariants(algorithms, chunks, channels, 128 << 10, 2).size(), algorithms.size() * 4);
+  EXPECT_EQ(TuneVariant({"ring", 128 << 10, 2}).label(), "ring/128K/2");
+  EXPECT_EQ(TuneVariant({"rd", 1000, 1}).label(), "rd/1000/1");
 
-  const std::vector<TuneVariant> v = {{Algorithm::kDirect, 32 << 10, 1},
-                                      {Algorithm::kRing, 512 << 10, 2},
-                                      {Algorithm::kTree, 128 << 10, 4}};
+  const std::vector<TuneVariant> v = {
+      {"direct", 32 << 10, 1}, {"ring", 512 << 10, 2}, {"tree", 128 << 10, 4}};
   TuneRecorder rec(v);
   // 8 B and 64 B: direct; 4 KiB: ring (its first measurement was slower, the second not);
   // 1 MiB: ring; 64 MiB: tree.
@@ -178,30 +182,26 @@ TEST(PerfReport, TuneVariantsAndTheTableTheyMake) {
   EXPECT_DOUBLE_EQ(rec.best(4096).second, 18);
   EXPECT_DOUBLE_EQ(rec.time(4096, 1), 18);
   EXPECT_LT(rec.time(4096, 2), 0);
-  const std::vector<TuningEntry> e = rec.entries();
+  const std::vector<TuneRange> e = rec.entries();
   ASSERT_EQ(e.size(), 3u);
-  EXPECT_EQ(e[0].algo, Algorithm::kDirect);
+  EXPECT_EQ(e[0].variant.algorithm, "direct");
   EXPECT_EQ(e[0].minBytes, 0u);
   EXPECT_EQ(e[0].maxBytes, 512u);  // the geometric mean of 64 and 4096
-  EXPECT_EQ(e[1].algo, Algorithm::kRing);
-  EXPECT_EQ(e[1].chunkBytes, 512u << 10);
-  EXPECT_EQ(e[1].nchannels, 2);
+  EXPECT_FALSE(e[0].toInf);
+  EXPECT_EQ(e[1].variant.algorithm, "ring");
+  EXPECT_EQ(e[1].variant.chunkBytes, 512u << 10);
+  EXPECT_EQ(e[1].variant.nchannels, 2);
   EXPECT_EQ(e[1].minBytes, 512u);
   EXPECT_EQ(e[1].maxBytes, 8u << 20);  // between 1 MiB and 64 MiB
   EXPECT_DOUBLE_EQ(e[1].timeUs, 300);
-  EXPECT_EQ(e[2].algo, Algorithm::kTree);
+  EXPECT_EQ(e[2].variant.algorithm, "tree");
+  EXPECT_EQ(e[2].minBytes, 8u << 20);
   EXPECT_TRUE(e[2].toInf);
-  // The entries make a valid table.
-  TuningTable table;
-  EXPECT_TRUE(table.replace(Collective::kAllReduce, 4, e).ok());
-  EXPECT_EQ(table.find(Collective::kAllReduce, 4, 100)->algo, Algorithm::kDirect);
-  EXPECT_EQ(table.find(Collective::kAllReduce, 4, 600)->algo, Algorithm::kRing);
 }
 
 TEST(PerfReport, TheTableKeepsAVariantWhileItIsWithinTheToleranceOfTheFastest) {
-  const std::vector<TuneVariant> v = {{Algorithm::kRd, 32 << 10, 1},
-                                      {Algorithm::kRd, 512 << 10, 1},
-                                      {Algorithm::kTree, 128 << 10, 2}};
+  const std::vector<TuneVariant> v = {
+      {"rd", 32 << 10, 1}, {"rd", 512 << 10, 1}, {"tree", 128 << 10, 2}};
   TuneRecorder rec(v);
   // Up to 4 KiB the two rd variants are the same plan and trade places by noise; at 64 KiB rd/32K
   // is 10% slower than rd/512K, at 1 MiB tree is fastest.
@@ -218,14 +218,14 @@ TEST(PerfReport, TheTableKeepsAVariantWhileItIsWithinTheToleranceOfTheFastest) {
   rec.record(1 << 20, 1, 200);
   rec.record(1 << 20, 2, 150);
   EXPECT_EQ(rec.best(64).first, 1u);  // the fastest as measured
-  const std::vector<TuningEntry> e = rec.entries();
+  const std::vector<TuneRange> e = rec.entries();
   ASSERT_EQ(e.size(), 3u);
-  EXPECT_EQ(e[0].chunkBytes, 32u << 10);  // 8 B - 4 KiB: one entry, rd/32K
+  EXPECT_EQ(e[0].variant.chunkBytes, 32u << 10);  // 8 B - 4 KiB: one entry, rd/32K
   EXPECT_EQ(e[0].maxBytes, 16u << 10);
   EXPECT_DOUBLE_EQ(e[0].timeUs, 2);
-  EXPECT_EQ(e[1].algo, Algorithm::kRd);  // 64 KiB: rd/32K is 10% behind, beyond the tolerance
-  EXPECT_EQ(e[1].chunkBytes, 512u << 10);
-  EXPECT_EQ(e[2].algo, Algorithm::kTree);
+  EXPECT_EQ(e[1].variant.algorithm, "rd");  // 64 KiB: rd/32K is 10% behind, beyond the tolerance
+  EXPECT_EQ(e[1].variant.chunkBytes, 512u << 10);
+  EXPECT_EQ(e[2].variant.algorithm, "tree");
 }
 
 TEST(PerfReport, TuneRowsLineUpWithTheHeader) {
@@ -239,18 +239,27 @@ TEST(PerfReport, TuneRowsLineUpWithTheHeader) {
 }
 
 TEST(PerfReport, EnvHelpListsEveryVariable) {
-  const std::string text = formatEnvHelp(configVariables());
-  ASSERT_FALSE(configVariables().empty());
-  for (const ConfigVarInfo& v : configVariables()) {
-    const size_t at = text.find("  " + std::string(v.name) + " ");
+  const std::vector<EnvVariableHelp> vars = {
+      {"BRAID_DEBUG", "WARN", "log level"},
+      {"BRAID_LONG_VARIABLE_NAME", "", "unset by default"},
+      {"BRAID_X", "a-long-default", "a default wider than the column"}};
+  const std::string text = formatEnvHelp(vars);
+  for (const EnvVariableHelp& v : vars) {
+    const size_t at = text.find("  " + v.name + " ");
     ASSERT_NE(at, std::string::npos) << v.name;
     const std::string line = text.substr(at, text.find('\n', at) - at);
-    EXPECT_NE(line.find(std::string(v.doc)), std::string::npos) << v.name;
-    EXPECT_NE(
-        line.find(v.defaultText.empty() ? std::string("(unset)") : std::string(v.defaultText)),
-        std::string::npos)
+    EXPECT_NE(line.find(v.doc), std::string::npos) << v.name;
+    EXPECT_NE(line.find(v.defaultText.empty() ? std::string("(unset)") : v.defaultText),
+              std::string::npos)
         << v.name;
   }
+  // The columns line up: every doc starts where the header's "meaning" does.
+  const std::vector<std::string> l = lines(text);
+  ASSERT_EQ(l.size(), 6u);  // the title, a blank line, the column header, the variables
+  const size_t meaning = l[2].find("meaning");
+  EXPECT_EQ(l[3].find("log level"), meaning);
+  EXPECT_EQ(l[4].find("unset by default"), meaning);
+  EXPECT_EQ(l[5].find("a default wider"), meaning);
 }
 
 TEST(PerfReport, JsonEscapes) {
@@ -258,7 +267,7 @@ TEST(PerfReport, JsonEscapes) {
 }
 
 TEST(PerfReport, JsonDocument) {
-  Result<PerfOptions> o = parsePerfOptions({"allgather", "-n", "3"});
+  Expected<PerfOptions> o = parsePerfOptions({"allgather", "-n", "3"});
   ASSERT_TRUE(o.ok());
   JsonReport report(o.value(), 4, 2);
   EXPECT_NE(report.document().find("\"measurements\": []"), std::string::npos);

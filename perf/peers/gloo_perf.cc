@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
-#include "base/dtype.h"
 #include "perf/peers/peer_bench.h"
 #include "perf/perf_launch.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf::peers {
 namespace {
@@ -54,14 +54,14 @@ constexpr uint32_t kBarrierTag = 2;
 constexpr const char* kAllReduceAlgorithms[] = {"default", "ring", "ring_chunked",
                                                 "halving_doubling", "bcube"};
 
-/// Runs a gloo call, turning its exceptions into a Status (Gloo reports every error by throwing).
+/// Runs a gloo call, turning its exceptions into a Outcome (Gloo reports every error by throwing).
 template <typename F>
-Status guarded(const char* what, F&& body) {
+Outcome guarded(const char* what, F&& body) {
   try {
     body();
-    return okStatus();
+    return Outcome();
   } catch (const std::exception& e) {
-    return remoteError(std::string(what) + ": " + e.what());
+    return failure(std::string(what) + ": " + e.what());
   }
 }
 
@@ -71,19 +71,19 @@ struct Scratch {
     void operator()(unsigned char* p) const { std::free(p); }
   };
   std::unique_ptr<unsigned char, Free> data;
-  static Result<std::shared_ptr<Scratch>> allocate(size_t bytes) {
+  static Expected<std::shared_ptr<Scratch>> allocate(size_t bytes) {
     auto s = std::make_shared<Scratch>();
     constexpr size_t kAlign = 4096;
     const size_t rounded = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
     s->data.reset(static_cast<unsigned char*>(std::aligned_alloc(kAlign, rounded)));
-    if (!s->data) return systemError("cannot allocate " + std::to_string(bytes) + " bytes");
+    if (!s->data) return failure("cannot allocate " + std::to_string(bytes) + " bytes");
     std::memset(s->data.get(), 0, rounded);
     return s;
   }
 };
 
 template <typename T>
-Result<gloo::AllreduceOptions::Func> reduceFunction(braidRedOp_t op) {
+Expected<gloo::AllreduceOptions::Func> reduceFunction(braidRedOp_t op) {
   using Fn = void (*)(void*, const void*, const void*, size_t);
   switch (op) {
     case braidSum: return gloo::AllreduceOptions::Func(static_cast<Fn>(&gloo::sum<T>));
@@ -92,11 +92,11 @@ Result<gloo::AllreduceOptions::Func> reduceFunction(braidRedOp_t op) {
     case braidMin: return gloo::AllreduceOptions::Func(static_cast<Fn>(&gloo::min<T>));
     default: break;
   }
-  return invalidArgument("Gloo has no " + std::string(redOpName(op)) + " reduction");
+  return failure("Gloo has no " + std::string(opName(op)) + " reduction");
 }
 
 template <typename T>
-Result<const gloo::ReductionFunction<T>*> reductionClass(braidRedOp_t op) {
+Expected<const gloo::ReductionFunction<T>*> reductionClass(braidRedOp_t op) {
   switch (op) {
     case braidSum: return gloo::ReductionFunction<T>::sum;
     case braidProd: return gloo::ReductionFunction<T>::product;
@@ -104,7 +104,7 @@ Result<const gloo::ReductionFunction<T>*> reductionClass(braidRedOp_t op) {
     case braidMin: return gloo::ReductionFunction<T>::min;
     default: break;
   }
-  return invalidArgument("Gloo has no " + std::string(redOpName(op)) + " reduction");
+  return failure("Gloo has no " + std::string(opName(op)) + " reduction");
 }
 
 class GlooComm final : public PeerComm {
@@ -121,7 +121,7 @@ class GlooComm final : public PeerComm {
            ", tcp transport over 127.0.0.1, algorithm " + (algo_.empty() ? "default" : algo_);
   }
 
-  Status allGather(const void* mine, void* all, size_t bytes) override {
+  Outcome allGather(const void* mine, void* all, size_t bytes) override {
     return guarded("gloo::allgather", [&] {
       gloo::AllgatherOptions opts(context_);
       opts.setInput(static_cast<char*>(const_cast<void*>(mine)), bytes);
@@ -131,7 +131,7 @@ class GlooComm final : public PeerComm {
     });
   }
 
-  Status barrier() override {
+  Outcome barrier() override {
     return guarded("gloo::barrier", [&] {
       gloo::BarrierOptions opts(context_);
       opts.setTag(kBarrierTag);
@@ -145,22 +145,22 @@ class GlooComm final : public PeerComm {
     return PeerComm::inPlaceRecvOffset(spec);
   }
 
-  Result<PeerRunner> prepare(const PeerOp& op) override {
+  Expected<PeerRunner> prepare(const PeerOp& op) override {
     // An empty message moves nothing; gloo::allgather divides by its element count.
     if (op.spec.shape.sendCount == 0 && op.spec.shape.recvCount == 0) {
-      return PeerRunner([] { return okStatus(); });
+      return PeerRunner([] { return Outcome(); });
     }
     switch (op.spec.type) {
       case braidFloat32: return prepareTyped<float>(op);
       case braidFloat64: return prepareTyped<double>(op);
       default: break;
     }
-    return invalidArgument("the Gloo program measures float and double only");
+    return failure("the Gloo program measures float and double only");
   }
 
  private:
   template <typename T>
-  Result<PeerRunner> prepareTyped(const PeerOp& op) {
+  Expected<PeerRunner> prepareTyped(const PeerOp& op) {
     const CheckSpec& c = op.spec;
     T* send = reinterpret_cast<T*>(op.send);
     T* recv = reinterpret_cast<T*>(op.recv);
@@ -178,7 +178,7 @@ class GlooComm final : public PeerComm {
             [opts] { return guarded("gloo::broadcast", [&] { gloo::broadcast(*opts); }); });
       }
       case PerfCollective::kReduce: {
-        ASSIGN_OR_RETURN(gloo::ReduceOptions::Func fn, reduceFunction<T>(c.op));
+        PERF_ASSIGN(gloo::ReduceOptions::Func fn, reduceFunction<T>(c.op));
         auto opts = std::make_shared<gloo::ReduceOptions>(context_);
         if (!inPlace) opts->setInput(send, count);
         opts->setOutput(recv, count);
@@ -200,7 +200,7 @@ class GlooComm final : public PeerComm {
         std::shared_ptr<Scratch> scratch;
         T* input = send;
         if (inPlace) {
-          ASSIGN_OR_RETURN(scratch, Scratch::allocate(total * sizeof(T)));
+          PERF_ASSIGN(scratch, Scratch::allocate(total * sizeof(T)));
           input = reinterpret_cast<T*>(scratch->data.get());
         }
         auto opts = std::make_shared<gloo::AlltoallOptions>(context_);
@@ -214,17 +214,17 @@ class GlooComm final : public PeerComm {
       case PerfCollective::kReduceScatter: return prepareReduceScatter<T>(op);
       case PerfCollective::kSendRecv: break;
     }
-    return invalidArgument("collective not measured over Gloo");
+    return failure("collective not measured over Gloo");
   }
 
   template <typename T>
-  Result<PeerRunner> prepareAllReduce(const PeerOp& op) {
+  Expected<PeerRunner> prepareAllReduce(const PeerOp& op) {
     const CheckSpec& c = op.spec;
     T* send = reinterpret_cast<T*>(op.send);
     T* recv = reinterpret_cast<T*>(op.recv);
     const size_t count = c.shape.paramCount;
     if (algo_.empty() || algo_ == "default") {
-      ASSIGN_OR_RETURN(gloo::AllreduceOptions::Func fn, reduceFunction<T>(c.op));
+      PERF_ASSIGN(gloo::AllreduceOptions::Func fn, reduceFunction<T>(c.op));
       auto opts = std::make_shared<gloo::AllreduceOptions>(context_);
       if (!op.inPlace) opts->setInput(send, count);
       opts->setOutput(recv, count);
@@ -232,12 +232,12 @@ class GlooComm final : public PeerComm {
       return PeerRunner(
           [opts] { return guarded("gloo::allreduce", [&] { gloo::allreduce(*opts); }); });
     }
-    if (count > static_cast<size_t>(INT32_MAX)) return invalidArgument("count above INT_MAX");
-    ASSIGN_OR_RETURN(const gloo::ReductionFunction<T>* fn, reductionClass<T>(c.op));
+    if (count > static_cast<size_t>(INT32_MAX)) return failure("count above INT_MAX");
+    PERF_ASSIGN(const gloo::ReductionFunction<T>* fn, reductionClass<T>(c.op));
     const std::vector<T*> ptrs = {recv};
     const int n = static_cast<int>(count);
     std::shared_ptr<gloo::Algorithm> algorithm;
-    Status built = guarded("constructing the allreduce", [&] {
+    Outcome built = guarded("constructing the allreduce", [&] {
       if (algo_ == "ring") {
         algorithm = std::make_shared<gloo::AllreduceRing<T>>(context_, ptrs, n, fn);
       } else if (algo_ == "ring_chunked") {
@@ -248,8 +248,8 @@ class GlooComm final : public PeerComm {
         algorithm = std::make_shared<gloo::AllreduceBcube<T>>(context_, ptrs, n, fn);
       }
     });
-    RETURN_IF_ERROR(built);
-    if (!algorithm) return invalidArgument("unknown Gloo allreduce algorithm '" + algo_ + "'");
+    PERF_TRY(built);
+    if (!algorithm) return failure("unknown Gloo allreduce algorithm '" + algo_ + "'");
     const bool copy = !op.inPlace;
     const size_t bytes = count * sizeof(T);
     return PeerRunner([algorithm, copy, send, recv, bytes] {
@@ -259,31 +259,31 @@ class GlooComm final : public PeerComm {
   }
 
   template <typename T>
-  Result<PeerRunner> prepareReduceScatter(const PeerOp& op) {
+  Expected<PeerRunner> prepareReduceScatter(const PeerOp& op) {
     // Gloo's reduce-scatter class reduces the whole input in place and leaves this rank's block
     // at the start of the buffer; out of place it works on a copy of sendbuff.
     const CheckSpec& c = op.spec;
     const size_t block = c.shape.paramCount;
     const size_t total = c.shape.sendCount;
-    if (total > static_cast<size_t>(INT32_MAX)) return invalidArgument("count above INT_MAX");
-    ASSIGN_OR_RETURN(const gloo::ReductionFunction<T>* fn, reductionClass<T>(c.op));
+    if (total > static_cast<size_t>(INT32_MAX)) return failure("count above INT_MAX");
+    PERF_ASSIGN(const gloo::ReductionFunction<T>* fn, reductionClass<T>(c.op));
     T* send = reinterpret_cast<T*>(op.send);
     T* recv = reinterpret_cast<T*>(op.recv);
     std::shared_ptr<Scratch> scratch;
     T* work = send;  // in place, sendbuff is the whole buffer
     if (!op.inPlace) {
-      ASSIGN_OR_RETURN(scratch, Scratch::allocate(total * sizeof(T)));
+      PERF_ASSIGN(scratch, Scratch::allocate(total * sizeof(T)));
       work = reinterpret_cast<T*>(scratch->data.get());
     }
     const std::vector<int> recvElems(static_cast<size_t>(size()), static_cast<int>(block));
     std::shared_ptr<gloo::Algorithm> algorithm;
-    RETURN_IF_ERROR(guarded("constructing the reduce-scatter", [&] {
+    PERF_TRY(guarded("constructing the reduce-scatter", [&] {
       algorithm = std::make_shared<gloo::ReduceScatterHalvingDoubling<T>>(
           context_, std::vector<T*>{work}, static_cast<int>(total), recvElems, fn);
     }));
     return PeerRunner([algorithm, scratch, send, recv, work, block, total] {
       if (scratch) std::memcpy(work, send, total * sizeof(T));
-      Status status = guarded("reduce-scatter", [&] { algorithm->run(); });
+      Outcome status = guarded("reduce-scatter", [&] { algorithm->run(); });
       if (scratch && status.ok()) std::memcpy(recv, work, block * sizeof(T));
       return status;
     });
@@ -293,22 +293,22 @@ class GlooComm final : public PeerComm {
   std::string algo_;
 };
 
-Status checkAlgorithm(const PerfOptions& options) {
-  if (options.algo.empty() || options.algo == "default") return okStatus();
+Outcome checkAlgorithm(const PerfOptions& options) {
+  if (options.algo.empty() || options.algo == "default") return Outcome();
   if (options.collective != PerfCollective::kAllReduce) {
-    return invalidArgument("--algo: only allreduce has a choice of Gloo algorithm");
+    return failure("--algo: only allreduce has a choice of Gloo algorithm");
   }
   for (const char* name : kAllReduceAlgorithms) {
-    if (options.algo == name) return okStatus();
+    if (options.algo == name) return Outcome();
   }
-  return invalidArgument("--algo: unknown Gloo allreduce algorithm '" + options.algo + "'");
+  return failure("--algo: unknown Gloo allreduce algorithm '" + options.algo + "'");
 }
 
 /// One rank process: rendezvous through the store directory, connect, sweep.
 int rankMain(const PerfOptions& options, int rank, int size, const std::string& storeDir,
              const std::string& program) {
   std::shared_ptr<gloo::rendezvous::Context> context;
-  Status connected = guarded("connecting", [&] {
+  Outcome connected = guarded("connecting", [&] {
     gloo::transport::tcp::attr attr;
     attr.hostname = "127.0.0.1";
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
@@ -326,9 +326,10 @@ int rankMain(const PerfOptions& options, int rank, int size, const std::string& 
     return 2;
   }
   GlooComm comm(context, options.algo);
-  Result<int> rc = runPeerSweep(comm, options, program);
+  Expected<int> rc = runPeerSweep(comm, options, program);
   if (!rc.ok()) {
-    std::fprintf(stderr, "%s: rank %d: %s\n", program.c_str(), rank, rc.status().message().c_str());
+    std::fprintf(stderr, "%s: rank %d: %s\n", program.c_str(), rank,
+                 rc.outcome().message().c_str());
     std::fflush(stderr);
     std::fflush(stdout);
     // The other ranks wait in a collective this one will not join: leave without unwinding.
@@ -349,7 +350,7 @@ int glooMain(int argc, char** argv) {
   int exitStatus = 0;
   if (!parsePeerArgs(argc, argv, kUsage, &options, &exitStatus)) return exitStatus;
   const std::string program = std::filesystem::path(argc > 0 ? argv[0] : "gloo").filename();
-  if (Status s = checkAlgorithm(options); !s.ok()) {
+  if (Outcome s = checkAlgorithm(options); !s.ok()) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), s.message().c_str());
     return 2;
   }
@@ -359,23 +360,23 @@ int glooMain(int argc, char** argv) {
     return 2;
   }
   std::string storeDir;
-  auto makeStore = [&]() -> Result<std::string> {
+  auto makeStore = [&]() -> Expected<std::string> {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "braid-peer-gloo.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) return errnoError("mkdtemp " + pattern, errno);
+    if (mkdtemp(pattern.data()) == nullptr) return errnoFailure("mkdtemp " + pattern, errno);
     storeDir = pattern;
     return pattern;
   };
   auto child = [&](int rank, const std::string& dir) {
     return rankMain(options, rank, nprocs, dir, program);
   };
-  Result<int> rc = runProcesses(nprocs, makeStore, child, kFailureGrace);
+  Expected<int> rc = runProcesses(nprocs, makeStore, child, kFailureGrace);
   if (!storeDir.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(storeDir, ignored);
   }
   if (!rc.ok()) {
-    std::fprintf(stderr, "%s: %s\n", program.c_str(), rc.status().message().c_str());
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), rc.outcome().message().c_str());
     return 2;
   }
   return rc.value();

@@ -8,21 +8,21 @@
 #include <cstring>
 #include <string>
 
-#include "base/dtype.h"
 #include "perf/peers/peer_bench.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf::peers {
 namespace {
 
-Status mpiStatus(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return okStatus();
+Outcome mpiOutcome(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return Outcome();
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  return remoteError(std::string(call) + " failed: " + std::string(text, length));
+  return failure(std::string(call) + " failed: " + std::string(text, length));
 }
 
-Result<MPI_Datatype> mpiType(braidDataType_t type) {
+Expected<MPI_Datatype> mpiType(braidDataType_t type) {
   switch (type) {
     case braidInt8: return MPI_INT8_T;
     case braidUint8: return MPI_UINT8_T;
@@ -34,10 +34,10 @@ Result<MPI_Datatype> mpiType(braidDataType_t type) {
     case braidFloat64: return MPI_DOUBLE;
     default: break;
   }
-  return invalidArgument("MPI has no " + std::string(dataTypeName(type)) + " datatype");
+  return failure("MPI has no " + std::string(typeName(type)) + " datatype");
 }
 
-Result<MPI_Op> mpiOp(braidRedOp_t op) {
+Expected<MPI_Op> mpiOp(braidRedOp_t op) {
   switch (op) {
     case braidSum: return MPI_SUM;
     case braidProd: return MPI_PROD;
@@ -45,7 +45,7 @@ Result<MPI_Op> mpiOp(braidRedOp_t op) {
     case braidMin: return MPI_MIN;
     default: break;
   }
-  return invalidArgument("MPI has no " + std::string(redOpName(op)) + " reduction");
+  return failure("MPI has no " + std::string(opName(op)) + " reduction");
 }
 
 class MpiComm final : public PeerComm {
@@ -77,13 +77,13 @@ class MpiComm final : public PeerComm {
     return tidy;
   }
 
-  Status allGather(const void* mine, void* all, size_t bytes) override {
-    return mpiStatus(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all,
+  Outcome allGather(const void* mine, void* all, size_t bytes) override {
+    return mpiOutcome(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all,
                                    static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
                      "MPI_Allgather");
   }
 
-  Status barrier() override { return mpiStatus(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  Outcome barrier() override { return mpiOutcome(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
   uint64_t inPlaceRecvOffset(const CheckSpec& spec) const override {
     // MPI_Reduce_scatter_block with MPI_IN_PLACE leaves this rank's block at the buffer's start.
@@ -91,16 +91,16 @@ class MpiComm final : public PeerComm {
     return PeerComm::inPlaceRecvOffset(spec);
   }
 
-  Result<PeerRunner> prepare(const PeerOp& op) override {
+  Expected<PeerRunner> prepare(const PeerOp& op) override {
     const CheckSpec& c = op.spec;
-    ASSIGN_OR_RETURN(MPI_Datatype type, mpiType(c.type));
+    PERF_ASSIGN(MPI_Datatype type, mpiType(c.type));
     MPI_Op reduction = MPI_SUM;
     if (collectiveReduces(c.coll)) {
-      ASSIGN_OR_RETURN(reduction, mpiOp(c.op));
+      PERF_ASSIGN(reduction, mpiOp(c.op));
     }
     if (c.shape.paramCount > static_cast<uint64_t>(INT_MAX) ||
         c.shape.sendCount > static_cast<uint64_t>(INT_MAX)) {
-      return invalidArgument("counts above INT_MAX do not fit an MPI count");
+      return failure("counts above INT_MAX do not fit an MPI count");
     }
     const int count = static_cast<int>(c.shape.paramCount);
     const int root = c.root;
@@ -112,7 +112,7 @@ class MpiComm final : public PeerComm {
     switch (c.coll) {
       case PerfCollective::kAllReduce:
         return PeerRunner([=] {
-          return mpiStatus(MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, count, type,
+          return mpiOutcome(MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, count, type,
                                          reduction, MPI_COMM_WORLD),
                            "MPI_Allreduce");
         });
@@ -120,17 +120,17 @@ class MpiComm final : public PeerComm {
         // MPI_Bcast has one buffer; out of place the root's recvbuff must hold the data too.
         return PeerRunner([=] {
           if (!inPlace && isRoot) std::memcpy(recv, send, bytes);
-          return mpiStatus(MPI_Bcast(recv, count, type, root, MPI_COMM_WORLD), "MPI_Bcast");
+          return mpiOutcome(MPI_Bcast(recv, count, type, root, MPI_COMM_WORLD), "MPI_Bcast");
         });
       case PerfCollective::kReduce:
         return PeerRunner([=] {
           const void* input = inPlace && isRoot ? MPI_IN_PLACE : send;
-          return mpiStatus(MPI_Reduce(input, recv, count, type, reduction, root, MPI_COMM_WORLD),
+          return mpiOutcome(MPI_Reduce(input, recv, count, type, reduction, root, MPI_COMM_WORLD),
                            "MPI_Reduce");
         });
       case PerfCollective::kAllGather:
         return PeerRunner([=] {
-          return mpiStatus(
+          return mpiOutcome(
               inPlace ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, type,
                                       MPI_COMM_WORLD)
                       : MPI_Allgather(send, count, type, recv, count, type, MPI_COMM_WORLD),
@@ -138,13 +138,13 @@ class MpiComm final : public PeerComm {
         });
       case PerfCollective::kReduceScatter:
         return PeerRunner([=] {
-          return mpiStatus(MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : send, recv, count,
+          return mpiOutcome(MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : send, recv, count,
                                                     type, reduction, MPI_COMM_WORLD),
                            "MPI_Reduce_scatter_block");
         });
       case PerfCollective::kAllToAll:
         return PeerRunner([=] {
-          return mpiStatus(
+          return mpiOutcome(
               inPlace ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, type,
                                      MPI_COMM_WORLD)
                       : MPI_Alltoall(send, count, type, recv, count, type, MPI_COMM_WORLD),
@@ -152,7 +152,7 @@ class MpiComm final : public PeerComm {
         });
       case PerfCollective::kSendRecv: break;
     }
-    return invalidArgument("collective not measured over MPI");
+    return failure("collective not measured over MPI");
   }
 
  private:
@@ -181,9 +181,9 @@ int mpiMain(int argc, char** argv) {
   }
   MpiComm comm;
   const char* slash = std::strrchr(program, '/');
-  Result<int> rc = runPeerSweep(comm, options, slash != nullptr ? slash + 1 : program);
+  Expected<int> rc = runPeerSweep(comm, options, slash != nullptr ? slash + 1 : program);
   if (!rc.ok()) {
-    std::fprintf(stderr, "%s: rank %d: %s\n", program, comm.rank(), rc.status().message().c_str());
+    std::fprintf(stderr, "%s: rank %d: %s\n", program, comm.rank(), rc.outcome().message().c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 2);
     return 2;

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "base/dtype.h"
 #include "perf/perf_report.h"
+#include "perf/perf_types.h"
 
 namespace braid::perf::peers {
 namespace {
@@ -21,11 +21,11 @@ using Clock = std::chrono::steady_clock;
 class HostBuffer {
  public:
   HostBuffer() = default;
-  static Result<HostBuffer> allocate(size_t bytes) {
+  static Expected<HostBuffer> allocate(size_t bytes) {
     constexpr size_t kAlign = 4096;
     const size_t rounded = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
     void* p = std::aligned_alloc(kAlign, rounded);
-    if (p == nullptr) return systemError("cannot allocate " + std::to_string(bytes) + " bytes");
+    if (p == nullptr) return failure("cannot allocate " + std::to_string(bytes) + " bytes");
     std::memset(p, 0, rounded);
     return HostBuffer(static_cast<unsigned char*>(p));
   }
@@ -72,33 +72,32 @@ class PeerSweep {
         n_(comm.size()),
         json_(options, comm.size(), comm.size()) {}
 
-  Result<int> run() {
+  Expected<int> run() {
     if (collectiveHasRoot(opt_.collective) && opt_.root >= n_) {
-      return invalidArgument("-r " + std::to_string(opt_.root) + " is not a rank of " +
-                             std::to_string(n_));
+      return failure("-r " + std::to_string(opt_.root) + " is not a rank of " + std::to_string(n_));
     }
-    RETURN_IF_ERROR(printPreamble());
+    PERF_TRY(printPreamble());
     const uint64_t bytes = opt_.maxBytes + 2 * kGuardBytes;
-    ASSIGN_OR_RETURN(sendBuf_, HostBuffer::allocate(bytes));
-    ASSIGN_OR_RETURN(recvBuf_, HostBuffer::allocate(bytes));
+    PERF_ASSIGN(sendBuf_, HostBuffer::allocate(bytes));
+    PERF_ASSIGN(recvBuf_, HostBuffer::allocate(bytes));
     for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle) {
-      RETURN_IF_ERROR(sweepAll());
+      PERF_TRY(sweepAll());
     }
     if (rank_ == 0) {
       emit(formatSummary(totalWrong_, average_.value()));
-      if (!opt_.jsonFile.empty()) RETURN_IF_ERROR(writeJson());
+      if (!opt_.jsonFile.empty()) PERF_TRY(writeJson());
     }
     return totalWrong_ == 0 ? 0 : 1;
   }
 
  private:
-  Status printPreamble() {
+  Outcome printPreamble() {
     RankRecord mine{};
     mine.pid = static_cast<int32_t>(getpid());
     gethostname(mine.host, sizeof(mine.host) - 1);
     std::vector<RankRecord> all(static_cast<size_t>(n_));
-    RETURN_IF_ERROR(comm_.allGather(&mine, all.data(), sizeof(RankRecord)));
-    if (rank_ != 0) return okStatus();
+    PERF_TRY(comm_.allGather(&mine, all.data(), sizeof(RankRecord)));
+    if (rank_ != 0) return Outcome();
     std::vector<RankInfo> ranks;
     for (int r = 0; r < n_; ++r) {
       all[r].host[sizeof(all[r].host) - 1] = '\0';
@@ -106,10 +105,10 @@ class PeerSweep {
     }
     emit("# " + std::string(program_) + ": " + comm_.description() + "\n" + formatHeader(opt_) +
          formatRanks(ranks) + formatColumnHeader());
-    return okStatus();
+    return Outcome();
   }
 
-  Status sweepAll() {
+  Outcome sweepAll() {
     const bool reduces = collectiveReduces(opt_.collective);
     const std::vector<braidRedOp_t> ops = reduces ? opt_.ops : std::vector<braidRedOp_t>{braidSum};
     std::vector<int> roots = {-1};
@@ -123,15 +122,15 @@ class PeerSweep {
       for (braidRedOp_t op : ops) {
         for (int root : roots) {
           for (uint64_t bytes : sweepSizes(opt_)) {
-            RETURN_IF_ERROR(measureSize(type, op, root, bytes));
+            PERF_TRY(measureSize(type, op, root, bytes));
           }
         }
       }
     }
-    return okStatus();
+    return Outcome();
   }
 
-  Status measureSize(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) {
+  Outcome measureSize(braidDataType_t type, braidRedOp_t op, int root, uint64_t bytes) {
     CheckSpec check;
     check.coll = opt_.collective;
     check.type = type;
@@ -139,25 +138,25 @@ class PeerSweep {
     check.nranks = n_;
     check.rank = rank_;
     check.root = root < 0 ? 0 : root;
-    check.shape = collShape(opt_.collective, bytes, dataTypeSize(type), n_);
-    const std::string_view opName = collectiveReduces(opt_.collective) ? redOpName(op) : "none";
+    check.shape = collShape(opt_.collective, bytes, elementSize(type), n_);
+    const std::string_view opText = collectiveReduces(opt_.collective) ? opName(op) : "none";
     std::string row = formatRowPrefix(check.shape.reportBytes(), check.shape.paramCount,
-                                      dataTypeName(type), opName, root);
+                                      typeName(type), opText, root);
     for (bool inPlace : {false, true}) {
-      ASSIGN_OR_RETURN(Sample sample, measure(check, inPlace));
+      PERF_ASSIGN(Sample sample, measure(check, inPlace));
       const Bandwidth bw = bandwidth(opt_.collective, check.shape, n_, sample.seconds);
       average_.add(bw.busBw);
       if (sample.wrong) totalWrong_ += *sample.wrong;
       row += formatPlacement(sample.seconds * 1e6, bw, sample.wrong);
       if (rank_ == 0 && !opt_.jsonFile.empty()) {
         json_.add({std::string(perfCollectiveName(opt_.collective)),
-                   opt_.algo.empty() ? "auto" : opt_.algo, std::string(dataTypeName(type)),
-                   std::string(opName), root, check.shape.reportBytes(), check.shape.paramCount,
-                   n_, sample.seconds * 1e6, bw.algBw, bw.busBw, sample.wrong, inPlace});
+                   opt_.algo.empty() ? "auto" : opt_.algo, std::string(typeName(type)),
+                   std::string(opText), root, check.shape.reportBytes(), check.shape.paramCount, n_,
+                   sample.seconds * 1e6, bw.algBw, bw.busBw, sample.wrong, inPlace});
       }
     }
     if (rank_ == 0) emit(row + "\n");
-    return okStatus();
+    return Outcome();
   }
 
   Operands operands(const CheckSpec& check, bool inPlace) const {
@@ -177,9 +176,9 @@ class PeerSweep {
   }
 
   /// Every rank's value of a per-rank time, combined as -a asks.
-  Result<double> combineTime(double seconds) {
+  Expected<double> combineTime(double seconds) {
     std::vector<double> all(static_cast<size_t>(n_));
-    RETURN_IF_ERROR(comm_.allGather(&seconds, all.data(), sizeof(double)));
+    PERF_TRY(comm_.allGather(&seconds, all.data(), sizeof(double)));
     double sum = 0;
     double lo = all.front();
     double hi = all.front();
@@ -197,49 +196,49 @@ class PeerSweep {
     return sum / n_;
   }
 
-  Result<uint64_t> sumOverRanks(uint64_t value) {
+  Expected<uint64_t> sumOverRanks(uint64_t value) {
     std::vector<uint64_t> all(static_cast<size_t>(n_));
-    RETURN_IF_ERROR(comm_.allGather(&value, all.data(), sizeof(uint64_t)));
+    PERF_TRY(comm_.allGather(&value, all.data(), sizeof(uint64_t)));
     uint64_t sum = 0;
     for (uint64_t v : all) sum += v;
     return sum;
   }
 
-  Result<Sample> measure(const CheckSpec& c, bool inPlace) {
+  Expected<Sample> measure(const CheckSpec& c, bool inPlace) {
     const Operands o = operands(c, inPlace);
     fillInput(c, o.send);
-    ASSIGN_OR_RETURN(PeerRunner runner, comm_.prepare({c, o.send, o.recv, inPlace}));
-    for (int w = 0; w < opt_.warmupIters; ++w) RETURN_IF_ERROR(runner());
-    RETURN_IF_ERROR(comm_.barrier());
+    PERF_ASSIGN(PeerRunner runner, comm_.prepare({c, o.send, o.recv, inPlace}));
+    for (int w = 0; w < opt_.warmupIters; ++w) PERF_TRY(runner());
+    PERF_TRY(comm_.barrier());
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < opt_.iters; ++i) {
-      for (int a = 0; a < opt_.aggIters; ++a) RETURN_IF_ERROR(runner());
+      for (int a = 0; a < opt_.aggIters; ++a) PERF_TRY(runner());
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     Sample sample;
-    ASSIGN_OR_RETURN(sample.seconds,
-                     combineTime(elapsed / (static_cast<double>(opt_.iters) * opt_.aggIters)));
+    PERF_ASSIGN(sample.seconds,
+                combineTime(elapsed / (static_cast<double>(opt_.iters) * opt_.aggIters)));
     if (opt_.check > 0) {
       uint64_t wrong = 0;
       for (int round = 0; round < opt_.check; ++round) {
-        ASSIGN_OR_RETURN(uint64_t w, verifyOnce(runner, c, o, inPlace));
+        PERF_ASSIGN(uint64_t w, verifyOnce(runner, c, o, inPlace));
         wrong += w;
       }
-      ASSIGN_OR_RETURN(sample.wrong, sumOverRanks(wrong));
+      PERF_ASSIGN(sample.wrong, sumOverRanks(wrong));
     }
     return sample;
   }
 
   /// Refills, runs once, and counts this rank's wrong elements, changed inputs and guard bytes.
-  Result<uint64_t> verifyOnce(const PeerRunner& runner, const CheckSpec& c, const Operands& o,
-                              bool inPlace) {
+  Expected<uint64_t> verifyOnce(const PeerRunner& runner, const CheckSpec& c, const Operands& o,
+                                bool inPlace) {
     // Poison first: in place, the input filled next overlays part of the output.
     std::memset(o.recv, kPoisonByte, c.shape.recvBytes());
     fillInput(c, o.send);
     unsigned char* guardBefore = recvBuf_.data();
     writeGuard(guardBefore);
     writeGuard(o.outputEnd);
-    RETURN_IF_ERROR(runner());
+    PERF_TRY(runner());
     const Mismatches out = checkOutput(c, o.recv);
     const Mismatches in = inPlace ? Mismatches{} : checkInputIntact(c, o.send);
     const uint64_t guard = countGuardDamage(guardBefore) + countGuardDamage(o.outputEnd);
@@ -260,7 +259,7 @@ class PeerSweep {
     return out.count + in.count + guard;
   }
 
-  Status writeJson() const {
+  Outcome writeJson() const {
     // The document is braid-perf's; only the tool differs.
     std::string text = json_.document();
     const std::string from = "\"tool\": \"braid-perf\"";
@@ -271,9 +270,9 @@ class PeerSweep {
     std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(opt_.jsonFile.c_str(), "w"),
                                                &std::fclose);
     if (!file || std::fwrite(text.data(), 1, text.size(), file.get()) != text.size()) {
-      return systemError("cannot write " + opt_.jsonFile);
+      return failure("cannot write " + opt_.jsonFile);
     }
-    return okStatus();
+    return Outcome();
   }
 
   PeerComm& comm_;
@@ -294,15 +293,15 @@ uint64_t PeerComm::inPlaceRecvOffset(const CheckSpec& spec) const {
   return static_cast<uint64_t>(rank()) * spec.shape.recvInPlaceOffset;
 }
 
-Status checkCommonOptions(const PerfOptions& options) {
-  if (options.threads != 1) return invalidArgument("-t: peer programs run one rank per process");
+Outcome checkCommonOptions(const PerfOptions& options) {
+  if (options.threads != 1) return failure("-t: peer programs run one rank per process");
   if (options.collective == PerfCollective::kSendRecv) {
-    return invalidArgument("sendrecv is not measured by the peer programs");
+    return failure("sendrecv is not measured by the peer programs");
   }
-  return okStatus();
+  return Outcome();
 }
 
-Result<int> runPeerSweep(PeerComm& comm, const PerfOptions& options, std::string_view program) {
+Expected<int> runPeerSweep(PeerComm& comm, const PerfOptions& options, std::string_view program) {
   return PeerSweep(comm, options, program).run();
 }
 
@@ -310,8 +309,8 @@ bool parsePeerArgs(int argc, char** argv, std::string_view extraUsage, PerfOptio
                    int* exitStatus) {
   const std::string program = argc > 0 ? argv[0] : "peer-perf";
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
-  Result<PerfOptions> parsed = parsePerfOptions(args);
-  Status status = parsed.ok() ? checkCommonOptions(parsed.value()) : parsed.status();
+  Expected<PerfOptions> parsed = parsePerfOptions(args);
+  Outcome status = parsed.ok() ? checkCommonOptions(parsed.value()) : parsed.outcome();
   if (!status.ok()) {
     std::fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", program.c_str(),
                  status.message().c_str(), program.c_str());

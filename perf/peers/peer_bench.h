@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "base/status.h"
 #include "perf/perf_data.h"
+#include "perf/perf_error.h"
 #include "perf/perf_options.h"
 
 namespace braid::perf::peers {
@@ -23,7 +23,7 @@ struct PeerOp {
 };
 
 /// Runs the prepared operation once; every rank calls it the same number of times.
-using PeerRunner = std::function<Status()>;
+using PeerRunner = std::function<Outcome()>;
 
 /// One rank's handle on a peer library's communicator.
 class PeerComm {
@@ -34,23 +34,23 @@ class PeerComm {
   /// The library and its version, printed in the table header.
   virtual std::string description() const = 0;
   /// Gathers `bytes` bytes from every rank into `all`, in rank order.
-  virtual Status allGather(const void* mine, void* all, size_t bytes) = 0;
-  virtual Status barrier() = 0;
+  virtual Outcome allGather(const void* mine, void* all, size_t bytes) = 0;
+  virtual Outcome barrier() = 0;
   /// Element offset, from the start of the single in-place buffer, of this rank's in-place
   /// output. The default is nccl-tests' (rank x recvInPlaceOffset); MPI's in-place
   /// reduce-scatter leaves the result at the start instead.
   virtual uint64_t inPlaceRecvOffset(const CheckSpec& spec) const;
   /// Whatever one operation needs, built once per size and placement (outside the timing).
-  virtual Result<PeerRunner> prepare(const PeerOp& op) = 0;
+  virtual Expected<PeerRunner> prepare(const PeerOp& op) = 0;
 };
 
 /// Rejects the options no peer program honours: -t above 1 and the sendrecv collective. (--np
 /// and --algo are each program's own business.)
-Status checkCommonOptions(const PerfOptions& options);
+Outcome checkCommonOptions(const PerfOptions& options);
 
 /// Runs the whole sweep on this rank; rank 0 prints the table and writes --json, whose "tool"
 /// field is `program`. Returns 0, or 1 when some value was wrong on some rank.
-Result<int> runPeerSweep(PeerComm& comm, const PerfOptions& options, std::string_view program);
+Expected<int> runPeerSweep(PeerComm& comm, const PerfOptions& options, std::string_view program);
 
 /// Parses argv with braid-perf's parser and checkCommonOptions. Returns true when the program
 /// should run; otherwise it has printed the usage (--help, `extraUsage` appended) or the error,

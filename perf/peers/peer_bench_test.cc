@@ -20,18 +20,18 @@ class SelfComm : public PeerComm {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string description() const override { return "self"; }
-  Status allGather(const void* mine, void* all, size_t bytes) override {
+  Outcome allGather(const void* mine, void* all, size_t bytes) override {
     std::memcpy(all, mine, bytes);
-    return okStatus();
+    return Outcome();
   }
-  Status barrier() override { return okStatus(); }
-  Result<PeerRunner> prepare(const PeerOp& op) override {
+  Outcome barrier() override { return Outcome(); }
+  Expected<PeerRunner> prepare(const PeerOp& op) override {
     ++prepared;
     const size_t bytes = op.spec.shape.recvBytes();
     return PeerRunner([this, op, bytes] {
       ++runs;
       if (moves) std::memmove(op.recv, op.send, bytes);
-      return okStatus();
+      return Outcome();
     });
   }
   bool moves = true;
@@ -41,7 +41,7 @@ class SelfComm : public PeerComm {
 
 class FailingComm : public SelfComm {
  public:
-  Result<PeerRunner> prepare(const PeerOp&) override { return invalidArgument("not here"); }
+  Expected<PeerRunner> prepare(const PeerOp&) override { return failure("not here"); }
 };
 
 PerfOptions smallSweep(PerfCollective coll) {
@@ -60,8 +60,8 @@ TEST(PeerBenchTest, CorrectLibraryPassesEveryCollective) {
        {PerfCollective::kAllReduce, PerfCollective::kBroadcast, PerfCollective::kReduce,
         PerfCollective::kAllGather, PerfCollective::kReduceScatter, PerfCollective::kAllToAll}) {
     SelfComm comm;
-    Result<int> rc = runPeerSweep(comm, smallSweep(coll), "peer-test");
-    ASSERT_TRUE(rc.ok()) << rc.status().message();
+    Expected<int> rc = runPeerSweep(comm, smallSweep(coll), "peer-test");
+    ASSERT_TRUE(rc.ok()) << rc.outcome().message();
     EXPECT_EQ(rc.value(), 0) << perfCollectiveName(coll);
     // Two placements of four sizes, each warmed up, timed and verified once.
     EXPECT_EQ(comm.prepared, 8);
@@ -72,16 +72,16 @@ TEST(PeerBenchTest, CorrectLibraryPassesEveryCollective) {
 TEST(PeerBenchTest, LibraryThatWritesNothingIsCaught) {
   SelfComm comm;
   comm.moves = false;
-  Result<int> rc = runPeerSweep(comm, smallSweep(PerfCollective::kAllReduce), "peer-test");
-  ASSERT_TRUE(rc.ok()) << rc.status().message();
+  Expected<int> rc = runPeerSweep(comm, smallSweep(PerfCollective::kAllReduce), "peer-test");
+  ASSERT_TRUE(rc.ok()) << rc.outcome().message();
   EXPECT_EQ(rc.value(), 1);
 }
 
 TEST(PeerBenchTest, PrepareFailureStopsTheSweep) {
   FailingComm comm;
-  Result<int> rc = runPeerSweep(comm, smallSweep(PerfCollective::kAllReduce), "peer-test");
+  Expected<int> rc = runPeerSweep(comm, smallSweep(PerfCollective::kAllReduce), "peer-test");
   ASSERT_FALSE(rc.ok());
-  EXPECT_NE(rc.status().message().find("not here"), std::string::npos);
+  EXPECT_NE(rc.outcome().message().find("not here"), std::string::npos);
 }
 
 TEST(PeerBenchTest, JsonNamesTheProgramAndHoldsBothPlacements) {
@@ -92,8 +92,8 @@ TEST(PeerBenchTest, JsonNamesTheProgramAndHoldsBothPlacements) {
   PerfOptions options = smallSweep(PerfCollective::kAllGather);
   options.jsonFile = path;
   SelfComm comm;
-  Result<int> rc = runPeerSweep(comm, options, "braid-peer-test");
-  ASSERT_TRUE(rc.ok()) << rc.status().message();
+  Expected<int> rc = runPeerSweep(comm, options, "braid-peer-test");
+  ASSERT_TRUE(rc.ok()) << rc.outcome().message();
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

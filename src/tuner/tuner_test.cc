@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "algorithms/algorithms.h"
-#include "core/tuner_query.h"
 
 namespace braid {
 namespace {
@@ -344,12 +343,6 @@ TEST(Tuner, MalformedOrImpossibleBraidAlgoIsAnError) {
   Result<Tuner> t = Tuner::create(o, model(), nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("BRAID_NSLOTS >= 2"), std::string::npos);
-}
-
-TEST(Tuner, QueriesNeedALiveCommunicator) {
-  EXPECT_FALSE(tunerChoice(nullptr, Collective::kAllReduce, 8, false).ok());
-  EXPECT_FALSE(tunerPredictionUs(nullptr, Collective::kAllReduce, Algorithm::kRing, 8).ok());
-  EXPECT_FALSE(tunerTable(nullptr).ok());
 }
 
 TEST(Tuner, SameInputsSameDigestAndTable) {
