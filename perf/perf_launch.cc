@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "perf/perf_numbers.h"
+
 namespace braid::perf {
 namespace {
 
@@ -33,13 +35,9 @@ constexpr std::array<LauncherVars, 5> kLaunchers = {{
 }};
 
 Expected<int> parseCount(const char* name, const char* text, int lo) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text, &end, 10);
-  if (*text == '\0' || errno != 0 || *end != '\0' || v < lo || v > (1 << 24)) {
-    return failure(std::string(name) + "='" + text + "' is not a valid count");
-  }
-  return static_cast<int>(v);
+  Expected<int64_t> count = parseIntegerValue(text, lo, 1 << 24);
+  if (!count.ok()) return failure(std::string(name) + "='" + text + "' is not a valid count");
+  return static_cast<int>(count.value());
 }
 
 /// The exit status a shell would report for a child's wait status.
