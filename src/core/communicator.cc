@@ -14,6 +14,9 @@
 #include "topology/locality.h"
 #include "topology/ordering.h"
 #include "topology/process_topology.h"
+#include "transport/ib/ib_transport.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/socket/socket_transport.h"
 #include "transport/transport_filter.h"
 #include "tuner/calibration.h"
 #include "tuner/tuner_setup.h"
@@ -63,6 +66,8 @@ Communicator::~Communicator() {
   // without flushing, as after an abort, instead of waiting out their flush time for them.
   if (!asyncError().ok()) aborted_.store(true, std::memory_order_release);
   releaseDevice(this);
+  // Last made, first destroyed: the network transports stop their proxies before shm's Waker goes.
+  while (!transports_.empty()) transports_.pop_back();
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& id, int nranks,
@@ -129,8 +134,10 @@ Status Communicator::setUp() {
   ctx.nranks = nranks_;
   ctx.maxChannels = maxChannels_ + 1;  // the algorithms' channels, then the call check's
   ctx.peers = &peers_;
-  ASSIGN_OR_RETURN(shm_, ShmTransport::create(ctx));
-  ASSIGN_OR_RETURN(const std::string links, setUpNetwork(ctx));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> shm, ShmTransport::create(ctx));
+  rankWaker_ = shm->waker();
+  transports_.push_back(std::move(shm));
+  ASSIGN_OR_RETURN(const NetworkLinks links, setUpNetwork(ctx, *transports_.front()));
   TunerContext tunerContext;
   tunerContext.config = &config_;
   tunerContext.logger = logger_.get();
@@ -140,10 +147,7 @@ Status Communicator::setUp() {
   tunerContext.ring = ring_;
   tunerContext.rank = rank_;
   tunerContext.maxChannels = maxChannels_;
-  for (int p = 0; p < nranks_; ++p) {
-    tunerContext.rdmaBetweenHosts |=
-        p != rank_ && peers_[p].hostHash != self.hostHash && ib_ && ib_->canConnect(p);
-  }
+  tunerContext.rdmaBetweenHosts = links.rdmaBetweenHosts;
   tunerContext.calibrationDir = defaultCalibrationDir();
   ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext));
   sendSeq_.assign(nranks_, 0);
@@ -158,7 +162,7 @@ Status Communicator::setUp() {
                         waitForChecks ? 1 : CallCheckLedger::kDefaultBatch);
   BRAID_LOG(*logger_, kInfo, kInit,
             "rank %d/%d pid %d on %s: %s, %d channels, %d slots of %u bytes", rank_, nranks_,
-            self.pid, self.hostName, links.c_str(), maxChannels_, config_.nslots,
+            self.pid, self.hostName, links.summary.c_str(), maxChannels_, config_.nslots,
             config_.slotBytes);
   if (rank_ == 0) {
     std::string order = "identity";
@@ -173,7 +177,8 @@ Status Communicator::setUp() {
   return okStatus();
 }
 
-Result<std::string> Communicator::setUpNetwork(TransportContext ctx) {
+Result<Communicator::NetworkLinks> Communicator::setUpNetwork(TransportContext ctx,
+                                                              Transport& shm) {
   ASSIGN_OR_RETURN(const TransportFilter filter, TransportFilter::parse(config_.transport));
   ctx.rankWaker = waker();
   ctx.abort = &aborted_;
@@ -187,7 +192,7 @@ Result<std::string> Communicator::setUpNetwork(TransportContext ctx) {
   }
   // Every transport factory runs on every rank (each is collective), whatever it links.
   const bool shmAllowed = filter.allows(TransportKind::kShm);
-  auto viaShm = [&](int p) { return shmAllowed && shm_->canConnect(p); };
+  auto viaShm = [&](int p) { return shmAllowed && shm.canConnect(p); };
   auto remote = [&](int p) { return peers_[p].hostHash != myHost; };
   std::vector<bool> wantIb(nranks_, false);
   std::vector<bool> wantSocket(nranks_, false);
@@ -197,37 +202,43 @@ Result<std::string> Communicator::setUpNetwork(TransportContext ctx) {
     anyRemote |= remote(p);
     wantIb[p] = filter.allows(TransportKind::kIb) && (remote(p) || !shmAllowed);
   }
-  ASSIGN_OR_RETURN(ib_, IbTransport::create(ctx, wantIb));
-  const bool ibMissing = filter.allows(TransportKind::kIb) && !ib_->unavailableReason().empty();
+  ASSIGN_OR_RETURN(std::unique_ptr<IbTransport> ibMade, IbTransport::create(ctx, wantIb));
+  IbTransport& ib = *ibMade;
+  transports_.push_back(std::move(ibMade));
+  const bool ibMissing = filter.allows(TransportKind::kIb) && !ib.unavailableReason().empty();
   if (ibMissing && anyRemote) {
     BRAID_LOG(*logger_, kInfo, kNet, "RDMA transport unavailable (%s): TCP sockets instead",
-              ib_->unavailableReason().c_str());
+              ib.unavailableReason().c_str());
   }
   for (int p = 0; p < nranks_; ++p) {
-    wantSocket[p] = p != rank_ && filter.allows(TransportKind::kSocket) && !ib_->canConnect(p) &&
-                    !viaShm(p);
+    wantSocket[p] =
+        p != rank_ && filter.allows(TransportKind::kSocket) && !ib.canConnect(p) && !viaShm(p);
   }
-  ASSIGN_OR_RETURN(socket_, SocketTransport::create(ctx, wantSocket));
+  ASSIGN_OR_RETURN(std::unique_ptr<SocketTransport> socketMade,
+                   SocketTransport::create(ctx, wantSocket));
+  SocketTransport& socket = *socketMade;
+  transports_.push_back(std::move(socketMade));
 
+  NetworkLinks links;
   std::vector<Transport*> transports(nranks_, nullptr);
   int viaShmCount = 0, viaSocket = 0, viaIb = 0;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     std::string why;
-    if (ib_->canConnect(p)) {
-      transports[p] = ib_.get();
+    if (ib.canConnect(p)) {
+      transports[p] = &ib;
       ++viaIb;
-      why = remote(p) ? "another host, " + ib_->deviceDescription()
-                      : "BRAID_TRANSPORT excludes shm";
-    } else if (socket_->canConnect(p)) {
-      transports[p] = socket_.get();
+      links.rdmaBetweenHosts |= remote(p);
+      why = remote(p) ? "another host, " + ib.deviceDescription() : "BRAID_TRANSPORT excludes shm";
+    } else if (socket.canConnect(p)) {
+      transports[p] = &socket;
       ++viaSocket;
       if (!wantSocket[p]) why = "rank " + std::to_string(p) + " asked for TCP";
       else if (remote(p)) why = ibMissing ? "another host, no RDMA" : "another host";
       else if (!shmAllowed) why = "BRAID_TRANSPORT excludes shm";
       else why = "shared memory unreachable";
     } else if (viaShm(p)) {
-      transports[p] = shm_.get();
+      transports[p] = &shm;
       ++viaShmCount;
       why = "same host";
     } else {
@@ -241,9 +252,10 @@ Result<std::string> Communicator::setUpNetwork(TransportContext ctx) {
               peers_[p].hostName, transports[p]->name().data(), why.c_str());
   }
   connectors_ = ConnectorTable(rank_, maxChannels_ + 1, std::move(transports));
-  return "shm to " + std::to_string(viaShmCount) + ", socket to " + std::to_string(viaSocket) +
-         ", ib to " + std::to_string(viaIb) + " peers over " + std::to_string(hosts.size()) +
-         " hosts";
+  links.summary = "shm to " + std::to_string(viaShmCount) + ", socket to " +
+                  std::to_string(viaSocket) + ", ib to " + std::to_string(viaIb) + " peers over " +
+                  std::to_string(hosts.size()) + " hosts";
+  return links;
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
@@ -400,11 +412,11 @@ Status Communicator::health() {
     std::lock_guard<std::mutex> lock(errorMutex_);
     if (!asyncError_.ok()) return asyncError_;
   }
-  std::optional<Status> netFailure = socket_ ? socket_->failure() : std::nullopt;
-  if (!netFailure && ib_) netFailure = ib_->failure();
-  if (netFailure) {
-    fail(*netFailure);
-    return *netFailure;
+  for (const std::unique_ptr<Transport>& transport : transports_) {
+    if (std::optional<Status> failure = transport->failure()) {
+      fail(*failure);
+      return *failure;
+    }
   }
   return okStatus();
 }
@@ -430,18 +442,19 @@ Status Communicator::jobHealth() {
 }
 
 std::optional<PeerFailure> Communicator::peerFailure(int peer) {
-  std::optional<PeerFailure> found = shm_ ? shm_->peerFailure(peer) : std::nullopt;
-  for (std::optional<PeerFailure> net :
-       {socket_ ? socket_->peerFailure(peer) : std::nullopt,
-        ib_ ? ib_->peerFailure(peer) : std::nullopt}) {
-    if (net && (!found || net->collectivesDone < found->collectivesDone)) found = net;
+  std::optional<PeerFailure> found;
+  for (const std::unique_ptr<Transport>& transport : transports_) {
+    std::optional<PeerFailure> f = transport->peerFailure(peer);
+    if (f && (!found || f->collectivesDone < found->collectivesDone)) found = std::move(f);
   }
   return found;
 }
 
 bool Communicator::peerAlive(int peer) {
-  return (shm_ == nullptr || shm_->peerAlive(peer)) &&
-         (socket_ == nullptr || socket_->peerAlive(peer)) && (ib_ == nullptr || ib_->peerAlive(peer));
+  for (const std::unique_ptr<Transport>& transport : transports_) {
+    if (!transport->peerAlive(peer)) return false;
+  }
+  return true;
 }
 
 std::string Communicator::describePeer(int peer) const {
@@ -450,7 +463,7 @@ std::string Communicator::describePeer(int peer) const {
          peers_[peer].hostName + ")";
 }
 
-Waker* Communicator::waker() { return shm_ ? shm_->waker() : &privateWaker_; }
+Waker* Communicator::waker() { return rankWaker_; }
 
 std::string Communicator::who() const {
   return "rank " + std::to_string(rank_) + "/" + std::to_string(nranks_);
@@ -487,9 +500,9 @@ void Communicator::fail(const Status& status) {
   notice.collectivesDone = deviceCallsUsed_.load(std::memory_order_relaxed)
                                ? 0
                                : collectivesDone_.load(std::memory_order_relaxed);
-  if (shm_) shm_->notifyFailure(rank_, notice);
-  if (socket_) socket_->notifyFailure(rank_, notice);
-  if (ib_) ib_->notifyFailure(rank_, notice);
+  for (const std::unique_ptr<Transport>& transport : transports_) {
+    transport->notifyFailure(rank_, notice);
+  }
 }
 
 Status Communicator::asyncError() const {

@@ -22,9 +22,7 @@
 #include "base/log.h"
 #include "device/device_client.h"
 #include "executor/progress.h"
-#include "transport/ib/ib_transport.h"
-#include "transport/shm/shm_transport.h"
-#include "transport/socket/socket_transport.h"
+#include "transport/transport.h"
 #include "tuner/tuner.h"
 
 namespace braid {
@@ -100,8 +98,10 @@ class Communicator final : public ProgressClient, public DeviceClient {
   int deviceMaxChannels_ = 1;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<PeerInfo> peers_;
-  std::unique_ptr<ShmTransport> shm_;
   Waker privateWaker_;
+  /// The Waker this rank sleeps on: the shm transport's, which peers on this host ring, once it
+  /// exists.
+  Waker* rankWaker_ = &privateWaker_;
   ConnectorTable connectors_;
   CallCheckLedger callChecks_;
   Tuner tuner_;
@@ -155,14 +155,21 @@ class Communicator final : public ProgressClient, public DeviceClient {
   /// Set (after asyncError_) once the communicator failed: the per-call check takes no lock.
   std::atomic<bool> failed_{false};
 
-  // Network transports, declared last so that they are destroyed first: their proxy threads
-  // use the Waker (in shm_) and the abort flag until they stop.
-  /// Picks a transport per peer (shm, ib or socket) and builds the connector table; returns a
-  /// summary for the init log line.
-  Result<std::string> setUpNetwork(TransportContext ctx);
-  std::unique_ptr<IbTransport> ib_;
-  std::unique_ptr<SocketTransport> socket_;
+  /// What setUpNetwork() found.
+  struct NetworkLinks {
+    std::string summary;            ///< for the init log line
+    bool rdmaBetweenHosts = false;  ///< some peer on another host is reached over RDMA
+  };
+  /// Makes the network transports (ib, then socket), picks a transport per peer (shm, ib or
+  /// socket) and builds the connector table.
+  Result<NetworkLinks> setUpNetwork(TransportContext ctx, Transport& shm);
   std::vector<int> hostIndex_;  ///< dense host number per rank (hierarchical plans)
+
+  /// Every transport made, in order: shm, ib, socket. The communicator asks each about failures
+  /// and tells each of its own. Declared last and emptied from the back in the destructor, so the
+  /// network transports go first: their proxy threads use the Waker (shm's) and the abort flag
+  /// until they stop.
+  std::vector<std::unique_ptr<Transport>> transports_;
 };
 
 }  // namespace braid

@@ -4,12 +4,15 @@
 // Each transport lives in its own directory with the same file set: <name>_transport.h/.cc (the
 // Transport below and its factory), plus whatever private pieces it needs, and a test beside them.
 // A factory is collective over the communicator's bootstrap: it exchanges what its peers need
-// (segment names, addresses, queue pair numbers) and returns once connectors can be made.
+// (segment names, addresses, queue pair numbers) and returns once connectors can be made. The
+// communicator keeps every transport it made in one list and asks each, through this interface
+// alone, about failures, peers' notices and liveness.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +74,22 @@ class Transport {
   virtual Result<SendConnector> sendConnector(int peer, int channel) = 0;
   /// The FIFO carrying `peer`'s data to this rank on `channel` (made on first use).
   virtual Result<RecvConnector> recvConnector(int peer, int channel) = 0;
+
+  // Failures. The communicator asks every transport it made and passes its own failure to each,
+  // so a transport that learns nothing of its peers keeps these defaults.
+
+  /// A fault of the transport itself (a malformed frame, a completion error): it fails the
+  /// communicator.
+  virtual std::optional<Status> failure() const { return std::nullopt; }
+  /// The failure notice `peer` sent through this transport, if any; with kAnyPeer, the one of the
+  /// peer that got least far.
+  virtual std::optional<PeerFailure> peerFailure(int /*peer*/) const { return std::nullopt; }
+  /// False once this transport knows that `peer` is gone (its process exited, its connection
+  /// closed). Asking may make the transport probe the peer.
+  virtual bool peerAlive(int /*peer*/) const { return true; }
+  /// Tells the peers this transport reaches that `failedRank` (this rank) failed; the first
+  /// notice wins.
+  virtual void notifyFailure(int /*failedRank*/, const PeerFailure& /*failure*/) {}
 };
 
 }  // namespace braid

@@ -46,13 +46,13 @@ class IbTransport final : public Transport {
   Result<RecvConnector> recvConnector(int peer, int channel) override;
 
   /// False once the queue pair to `peer` failed (the peer's process or port is gone).
-  bool peerAlive(int peer) const;
+  bool peerAlive(int peer) const override;
   /// A completion error.
-  std::optional<Status> failure() const;
+  std::optional<Status> failure() const override;
   /// The failure `peer` reported, if any (kAnyPeer: any peer's).
-  std::optional<PeerFailure> peerFailure(int peer) const;
+  std::optional<PeerFailure> peerFailure(int peer) const override;
   /// Tells every linked peer that failedRank failed (first call only).
-  void notifyFailure(int failedRank, const PeerFailure& failure);
+  void notifyFailure(int failedRank, const PeerFailure& failure) override;
 
   int linkedPeers() const { return linkedPeers_; }
   /// Why this rank has no usable RDMA port ("" when it has one).

@@ -36,11 +36,11 @@ class ShmTransport final : public Transport {
   Waker* waker() const;
   /// Records in this rank's inbox that `failedRank` (this rank) failed (the first notice wins),
   /// and wakes every peer on this host so it can look.
-  void notifyFailure(int failedRank, const PeerFailure& failure);
+  void notifyFailure(int failedRank, const PeerFailure& failure) override;
   /// The failure `peer` recorded, if any; with kAnyPeer, the one of the peer that got least far.
-  std::optional<PeerFailure> peerFailure(int peer) const;
+  std::optional<PeerFailure> peerFailure(int peer) const override;
   /// False once a peer process on this host is known to have exited.
-  bool peerAlive(int peer) const;
+  bool peerAlive(int peer) const override;
 
  private:
   ShmTransport() = default;

@@ -35,13 +35,13 @@ class SocketTransport final : public Transport {
   Result<RecvConnector> recvConnector(int peer, int channel) override;
 
   /// False once the connection to `peer` has closed.
-  bool peerAlive(int peer) const;
+  bool peerAlive(int peer) const override;
   /// A protocol error on some stream.
-  std::optional<Status> failure() const;
+  std::optional<Status> failure() const override;
   /// The failure `peer` reported, if any (kAnyPeer: any peer's).
-  std::optional<PeerFailure> peerFailure(int peer) const;
+  std::optional<PeerFailure> peerFailure(int peer) const override;
   /// Tells every linked peer that failedRank failed (first call only).
-  void notifyFailure(int failedRank, const PeerFailure& failure);
+  void notifyFailure(int failedRank, const PeerFailure& failure) override;
   /// Peers linked over TCP.
   int linkedPeers() const { return linkedPeers_; }
   /// "ip:port" this rank listened on, for logs.
