@@ -6,16 +6,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <new>
-#include <system_error>
 
 #include "bootstrap/auth.h"
 
@@ -46,37 +41,34 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
 
-IbProxy::IbProxy(std::unique_ptr<IbDevice> device)
-    : device_(std::move(device)), api_(device_->api()) {}
+IbProxy::IbProxy(ProxyOptions options, std::unique_ptr<IbDevice> device)
+    : NetworkProxy(std::move(options), "RDMA transport"),
+      device_(std::move(device)),
+      api_(device_->api()) {}
 
-Result<std::unique_ptr<IbProxy>> IbProxy::create(Options options,
+Result<std::unique_ptr<IbProxy>> IbProxy::create(ProxyOptions options,
+                                                 const std::vector<bool>& linked,
                                                  std::unique_ptr<IbDevice> device) {
-  std::unique_ptr<IbProxy> p(new IbProxy(std::move(device)));
-  p->options_ = std::move(options);
-  p->notices_ = std::make_unique<PeerFailures>(p->options_.nranks);
+  std::unique_ptr<IbProxy> p(new IbProxy(std::move(options), std::move(device)));
   const VerbsApi& api = p->api_;
   IbDevice& dev = *p->device_;
-  const int n = p->options_.nranks;
-  const int channels = p->options_.maxChannels;
-  const uint32_t nslots = p->options_.nslots;
+  const int n = p->options().nranks;
+  const int channels = p->options().maxChannels;
+  const uint32_t nslots = p->options().nslots;
   const size_t fifos = size_t(n) * channels;
 
-  p->arenaSlot_.assign(n, -1);
+  std::vector<int> links(n, 0);  // one queue pair per linked peer
   p->peers_.resize(n);
-  int linked = 0;
-  for (int r = 0; r < n; ++r) {
-    if (!p->linked(r)) continue;
-    p->arenaSlot_[r] = linked++;
+  int linkedPeers = 0;
+  for (int r = 0; r < n && r < static_cast<int>(linked.size()); ++r) {
+    if (!linked[r]) continue;
+    links[r] = 1;
+    ++linkedPeers;
     p->peers_[r] = std::make_unique<Peer>();
   }
   p->send_.resize(fifos);
   p->recv_.resize(fifos);
-  p->sendOpened_ = std::make_unique<std::atomic<bool>[]>(fifos);
-  p->recvOpened_ = std::make_unique<std::atomic<bool>[]>(fifos);
-  for (size_t i = 0; i < fifos; ++i) {
-    p->sendOpened_[i].store(false);
-    p->recvOpened_[i].store(false);
-  }
+  RETURN_IF_ERROR(p->setUpFifos(links));
   // Every slot may be in flight as two writes, plus credits, announcements, a notice, probes.
   p->sendDepth_ = static_cast<int>(4 * nslots * channels + channels + 16);
   p->recvDepth_ = static_cast<int>(2 * nslots * channels + channels + 16);
@@ -85,52 +77,31 @@ Result<std::unique_ptr<IbProxy>> IbProxy::create(Options options,
     p->recvDepth_ = std::min(p->recvDepth_, dev.maxQpWr());
   }
 
-  p->eventFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (p->eventFd_ < 0) return errnoError("RDMA transport: eventfd", errno);
-  p->waker_.eventFd = p->eventFd_;
-  p->epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (p->epollFd_ < 0) return errnoError("RDMA transport: epoll_create1", errno);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kEventTag;
-  ::epoll_ctl(p->epollFd_, EPOLL_CTL_ADD, p->eventFd_, &ev);
+  RETURN_IF_ERROR(p->openWakeup(kEventTag));
   p->cache_ = std::make_unique<MrCache>(api, dev.pd());
-  if (linked == 0) return p;
+  if (linkedPeers == 0) return p;
 
   p->channel_ = api.createCompChannel(dev.context());
   if (p->channel_ == nullptr) return systemError("ibv_create_comp_channel failed");
   const int flags = ::fcntl(p->channel_->fd, F_GETFL);
   ::fcntl(p->channel_->fd, F_SETFL, flags | O_NONBLOCK);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
   ev.data.u64 = kChannelTag;
-  ::epoll_ctl(p->epollFd_, EPOLL_CTL_ADD, p->channel_->fd, &ev);
-  const int cqe = std::min(linked * (p->sendDepth_ + p->recvDepth_), 1 << 20);
+  ::epoll_ctl(p->epollFd(), EPOLL_CTL_ADD, p->channel_->fd, &ev);
+  const int cqe = std::min(linkedPeers * (p->sendDepth_ + p->recvDepth_), 1 << 20);
   p->cq_ = api.createCq(dev.context(), cqe, nullptr, p->channel_, 0);
   if (p->cq_ == nullptr)
     return systemError("ibv_create_cq of " + std::to_string(cqe) + " entries failed");
 
-  p->controlStride_ = roundUp(sizeof(Announce) * channels + sizeof(Notice), 64);
-  p->controls_.assign(size_t(linked) * 2 * p->controlStride_, 0);
+  p->controlStride_ = roundUp(sizeof(Announce) * channels + sizeof(WireNotice), 64);
+  p->controls_.assign(size_t(linkedPeers) * 2 * p->controlStride_, 0);
   p->controlMr_ = api.regMr(dev.pd(), p->controls_.data(), p->controls_.size(),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (p->controlMr_ == nullptr) return systemError("ibv_reg_mr of the control blocks failed");
 
-  p->metaBytes_ = roundUp(sizeof(FifoControl) + nslots * sizeof(SlotHeader), 4096);
-  p->fifoBytes_ = p->metaBytes_ + roundUp(size_t(nslots) * p->options_.slotBytes, 4096);
-  p->arenaBytes_ = size_t(linked) * channels * 2 * p->fifoBytes_;
-  void* mem = ::mmap(nullptr, p->arenaBytes_, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mem == MAP_FAILED) {
-    p->arenaBytes_ = 0;
-    return errnoError("RDMA transport: mapping the FIFOs", errno);
-  }
-  p->arena_ = static_cast<char*>(mem);
-
   for (int r = 0; r < n; ++r) {
     if (!p->linked(r)) continue;
-    for (int c = 0; c < channels; ++c) {
-      new (p->view(p->fifoIndex(r, c), true).control) FifoControl();
-      new (p->view(p->fifoIndex(r, c), false).control) FifoControl();
-    }
     Peer& peer = *p->peers_[r];
     ibv_qp_init_attr init{};
     init.send_cq = p->cq_;
@@ -175,28 +146,11 @@ IbProxy::~IbProxy() {
   if (cq_ != nullptr) api_.destroyCq(cq_);
   if (channel_ != nullptr) api_.destroyCompChannel(channel_);
   device_.reset();
-  if (arena_ != nullptr) ::munmap(arena_, arenaBytes_);
-  if (epollFd_ >= 0) ::close(epollFd_);
-  if (eventFd_ >= 0) ::close(eventFd_);
-}
-
-FifoView IbProxy::view(size_t index, bool send) const {
-  const int peer = static_cast<int>(index / options_.maxChannels);
-  const int channel = static_cast<int>(index % options_.maxChannels);
-  char* base =
-      arena_ + ((size_t(arenaSlot_[peer]) * options_.maxChannels + channel) * 2 + (send ? 0 : 1)) *
-                   fifoBytes_;
-  FifoView v;
-  v.control = reinterpret_cast<FifoControl*>(base);
-  v.headers = reinterpret_cast<SlotHeader*>(base + sizeof(FifoControl));
-  v.data = base + metaBytes_;
-  v.nslots = options_.nslots;
-  v.slotBytes = options_.slotBytes;
-  return v;
+  // The FIFO arena (NetworkProxy's) is unmapped after this: its registrations are gone by now.
 }
 
 size_t IbProxy::controlOffset(int peer, bool inbox) const {
-  return (size_t(arenaSlot_[peer]) * 2 + (inbox ? 0 : 1)) * controlStride_;
+  return (size_t(fifos().slot(peer)) * 2 + (inbox ? 0 : 1)) * controlStride_;
 }
 
 char* IbProxy::controlBlock(int peer, bool inbox) const {
@@ -214,16 +168,16 @@ QpInfo IbProxy::localInfo(int peer) const {
   std::memcpy(info.gid, device_->gid().raw, sizeof(info.gid));
   info.controlAddr = reinterpret_cast<uint64_t>(controlBlock(peer, /*inbox=*/true));
   info.controlRkey = controlMr_->rkey;
-  info.nslots = options_.nslots;
-  info.slotBytes = options_.slotBytes;
-  info.maxChannels = static_cast<uint32_t>(options_.maxChannels);
+  info.nslots = options().nslots;
+  info.slotBytes = options().slotBytes;
+  info.maxChannels = static_cast<uint32_t>(options().maxChannels);
   return info;
 }
 
 Status IbProxy::connect(int peer, const QpInfo& remote) {
-  const std::string who = options_.peerNames[peer];
-  if (remote.nslots != options_.nslots || remote.slotBytes != options_.slotBytes ||
-      remote.maxChannels != static_cast<uint32_t>(options_.maxChannels)) {
+  const std::string who = options().peerNames[peer];
+  if (remote.nslots != options().nslots || remote.slotBytes != options().slotBytes ||
+      remote.maxChannels != static_cast<uint32_t>(options().maxChannels)) {
     return invalidUsage(who +
                         " has other FIFO shapes (BRAID_NSLOTS, BRAID_CHUNK_BYTES or "
                         "BRAID_NCHANNELS differ between ranks?)");
@@ -272,77 +226,18 @@ Status IbProxy::connect(int peer, const QpInfo& remote) {
   return okStatus();
 }
 
-Status IbProxy::start() {
-  try {
-    thread_ = std::thread([this] { run(); });
-  } catch (const std::system_error& e) {
-    return systemError(std::string("RDMA transport: proxy thread: ") + e.what());
-  }
-  return okStatus();
-}
-
-void IbProxy::close(bool flush, double flushSeconds) {
-  if (closed_) return;
-  closed_ = true;
-  if (hasFailure_.load() || notices_->any()) flush = false;
-  flushSeconds_ = flushSeconds;
-  mode_.store(flush ? Mode::kFlush : Mode::kStop, std::memory_order_release);
-  const uint64_t one = 1;
-  if (eventFd_ >= 0) (void)!::write(eventFd_, &one, sizeof(one));
-  if (thread_.joinable()) thread_.join();
-}
-
-FifoView IbProxy::sendFifo(int peer, int channel) {
-  const size_t f = fifoIndex(peer, channel);
-  if (!sendOpened_[f].exchange(true)) openedGeneration_.fetch_add(1, std::memory_order_release);
-  return view(f, true);
-}
-
-FifoView IbProxy::recvFifo(int peer, int channel) {
-  const size_t f = fifoIndex(peer, channel);
-  if (!recvOpened_[f].exchange(true)) {
-    openedGeneration_.fetch_add(1, std::memory_order_release);
-    // The sender waits for this FIFO's announcement: make the proxy send it now.
-    const uint64_t one = 1;
-    (void)!::write(eventFd_, &one, sizeof(one));
-  }
-  return view(f, false);
-}
+Status IbProxy::start() { return startThread(); }
 
 bool IbProxy::peerAlive(int peer) {
   if (!linked(peer)) return true;
-  Peer& p = *peers_[peer];
-  if (!p.alive.load(std::memory_order_acquire)) return false;
+  if (!linkUp(peer, std::memory_order_acquire)) return false;
   // Only a write notices that a peer's queue pair is gone; ask the proxy for one.
+  Peer& p = *peers_[peer];
   if (!p.probe.exchange(true)) {
     probePending_.store(true, std::memory_order_release);
-    const uint64_t one = 1;
-    (void)!::write(eventFd_, &one, sizeof(one));
+    wakeProxy();
   }
   return true;
-}
-
-std::optional<Status> IbProxy::failure() const {
-  if (!hasFailure_.load(std::memory_order_acquire)) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
-  return failure_;
-}
-
-void IbProxy::notifyFailure(int failedRank, const PeerFailure& failure) {
-  const std::string& message = failure.status.message();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (noticeQueued_) return;
-    noticeQueued_ = true;
-    notice_.origin = failedRank;
-    notice_.code = failure.status.code();
-    notice_.collectivesDone = failure.collectivesDone;
-    notice_.bytes = static_cast<uint32_t>(std::min(message.size(), sizeof(notice_.text)));
-    std::memcpy(notice_.text, message.data(), notice_.bytes);
-  }
-  noticePending_.store(true, std::memory_order_release);
-  const uint64_t one = 1;
-  (void)!::write(eventFd_, &one, sizeof(one));
 }
 
 // ---- The proxy thread -----------------------------------------------------------------------
@@ -356,14 +251,14 @@ void IbProxy::run() {
   Clock::time_point flushEnd;
   Clock::time_point lingerEnd;
   for (;;) {
-    const Mode mode = mode_.load(std::memory_order_acquire);
+    const Mode mode = currentMode(std::memory_order_acquire);
     if (mode == Mode::kStop) break;
     bool moved = refreshOpened();
     if (mode == Mode::kFlush) {
       const auto now = Clock::now();
       if (!flushing) {
         flushing = true;
-        flushEnd = now + std::chrono::milliseconds(static_cast<int64_t>(flushSeconds_ * 1000));
+        flushEnd = now + std::chrono::milliseconds(static_cast<int64_t>(flushSeconds() * 1000));
       }
       // Everything posted is in the peers' memory: say goodbye, so that they stop writing here,
       // and wait for theirs before the queue pairs go (a write to a destroyed one fails).
@@ -398,22 +293,22 @@ void IbProxy::run() {
       continue;
     }
     // Sleep: raise `sleeping` and arm the completion queue, then look once more (fifo.h).
-    announceSleep(&waker_);
+    announceSleep(waker());
     sleeping = true;
     if (cq_ != nullptr) api_.reqNotifyCq(cq_, 0);
     if ((!lingering && (scanRecvs() | scanSends() | sendNotices() | sendProbes())) |
         pollCompletions()) {
-      waker_.sleeping.store(0, std::memory_order_relaxed);
+      waker()->sleeping.store(0, std::memory_order_relaxed);
       idle = false;
       continue;
     }
     timeout = mode == Mode::kRun ? kSleepMs : kFlushSleepMs;
-    const int n = ::epoll_wait(epollFd_, events, 4, timeout);
-    if (sleeping) waker_.sleeping.store(0, std::memory_order_relaxed);
+    const int n = ::epoll_wait(epollFd(), events, 4, timeout);
+    if (sleeping) waker()->sleeping.store(0, std::memory_order_relaxed);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kEventTag) {
         uint64_t v = 0;
-        (void)!::read(eventFd_, &v, sizeof(v));
+        (void)!::read(eventFd(), &v, sizeof(v));
       } else if (channel_ != nullptr) {
         ibv_cq* cq = nullptr;
         void* context = nullptr;
@@ -427,21 +322,13 @@ void IbProxy::run() {
 }
 
 bool IbProxy::refreshOpened() {
-  const uint64_t generation = openedGeneration_.load(std::memory_order_acquire);
-  if (generation == openedSeen_) return false;
-  openedSeen_ = generation;
-  openedSends_.clear();
-  openedRecvs_.clear();
-  const size_t fifos = size_t(options_.nranks) * options_.maxChannels;
-  for (size_t f = 0; f < fifos; ++f) {
-    if (recvOpened_[f].load(std::memory_order_acquire)) openedRecvs_.push_back(static_cast<int>(f));
-    if (!sendOpened_[f].load(std::memory_order_acquire)) continue;
-    openedSends_.push_back(static_cast<int>(f));
+  if (!fifos().refreshOpened()) return false;
+  for (int f : fifos().openedSends()) {
     SendState& st = send_[f];
     if (st.registered) continue;
     // The rank posts into this FIFO: register it so that the HCA can read it.
-    const FifoView v = view(f, true);
-    Result<ibv_mr*> mr = cache_->acquire(v.control, fifoBytes_);
+    const FifoView v = fifos().view(f, true);
+    Result<ibv_mr*> mr = cache_->acquire(v.control, fifos().fifoBytes());
     if (!mr.ok()) {
       fail(mr.status().withContext("registering a send FIFO"));
       continue;
@@ -472,129 +359,121 @@ Status IbProxy::postWrite(int peer, uint64_t id, ibv_sge* sge, uint64_t remote, 
 }
 
 bool IbProxy::scanSends() {
-  bool moved = false;
-  const uint32_t nslots = options_.nslots;
-  for (int f : openedSends_) {
-    const int peer = f / options_.maxChannels;
-    const int channel = f % options_.maxChannels;
-    Peer& p = *peers_[peer];
-    SendState& st = send_[f];
-    if (!st.registered || !st.announced || !p.alive.load(std::memory_order_relaxed)) continue;
-    const FifoView v = view(f, true);
-    const uint64_t head = v.control->head.load(std::memory_order_acquire);
-    while (st.queued < head && st.queued < st.creditTail + nslots &&
-           p.outstanding + 2 <= sendDepth_) {
-      const uint32_t index = static_cast<uint32_t>(st.queued % nslots);
-      const uint32_t bytes = std::min(v.headers[index].bytes, options_.slotBytes);
-      // The data, then the header with the immediate that tells the receiver: RC delivers them
-      // in order, so the slot is whole when the receiver sees the immediate.
-      ibv_sge data{reinterpret_cast<uint64_t>(v.data + size_t(index) * options_.slotBytes), bytes,
-                   st.lkey};
-      ibv_sge header{reinterpret_cast<uint64_t>(&v.headers[index]),
-                     static_cast<uint32_t>(sizeof(SlotHeader)), st.lkey};
-      ibv_send_wr w[2]{};
-      w[0].wr_id = wrId(kPartWr, peer, channel, 0);
-      w[0].sg_list = &data;
-      w[0].num_sge = 1;
-      w[0].opcode = IBV_WR_RDMA_WRITE;
-      w[0].wr.rdma.remote_addr = st.remoteAddr + metaBytes_ + uint64_t(index) * options_.slotBytes;
-      w[0].wr.rdma.rkey = st.rkey;
-      w[0].next = &w[1];
-      const int count = bytes > 0 ? 2 : 1;
-      w[1].wr_id = wrId(kDataWr, peer, channel, count);
-      w[1].sg_list = &header;
-      w[1].num_sge = 1;
-      w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      w[1].send_flags = IBV_SEND_SIGNALED;
-      w[1].imm_data = htonl(packImm(ImmKind::kData, static_cast<uint32_t>(channel), 0));
-      w[1].wr.rdma.remote_addr =
-          st.remoteAddr + sizeof(FifoControl) + uint64_t(index) * sizeof(SlotHeader);
-      w[1].wr.rdma.rkey = st.rkey;
-      ibv_send_wr* bad = nullptr;
-      if (api_.postSend(p.qp, bytes > 0 ? &w[0] : &w[1], &bad) != 0) {
-        peerGone(peer, "ibv_post_send failed");
-        break;
-      }
-      p.outstanding += count;
-      ++st.queued;
-      moved = true;
-    }
-  }
-  return moved;
+  const uint32_t nslots = options().nslots;
+  const uint32_t slotBytes = options().slotBytes;
+  const size_t metaBytes = fifos().metaBytes();
+  return sendPosted(
+      [&](size_t f, int, int) { return send_[f].registered && send_[f].announced; },
+      [&](size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
+        Peer& p = *peers_[peer];
+        if (p.outstanding + 2 > sendDepth_) return false;
+        const SendState& st = send_[f];
+        const uint32_t index = static_cast<uint32_t>(seq % nslots);
+        const uint32_t bytes = std::min(v.headers[index].bytes, slotBytes);
+        // The data, then the header with the immediate that tells the receiver: RC delivers them
+        // in order, so the slot is whole when the receiver sees the immediate.
+        ibv_sge data{reinterpret_cast<uint64_t>(v.data + size_t(index) * slotBytes), bytes,
+                     st.lkey};
+        ibv_sge header{reinterpret_cast<uint64_t>(&v.headers[index]),
+                       static_cast<uint32_t>(sizeof(SlotHeader)), st.lkey};
+        ibv_send_wr w[2]{};
+        w[0].wr_id = wrId(kPartWr, peer, channel, 0);
+        w[0].sg_list = &data;
+        w[0].num_sge = 1;
+        w[0].opcode = IBV_WR_RDMA_WRITE;
+        w[0].wr.rdma.remote_addr = st.remoteAddr + metaBytes + uint64_t(index) * slotBytes;
+        w[0].wr.rdma.rkey = st.rkey;
+        w[0].next = &w[1];
+        const int count = bytes > 0 ? 2 : 1;
+        w[1].wr_id = wrId(kDataWr, peer, channel, count);
+        w[1].sg_list = &header;
+        w[1].num_sge = 1;
+        w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        w[1].send_flags = IBV_SEND_SIGNALED;
+        w[1].imm_data = htonl(packImm(ImmKind::kData, static_cast<uint32_t>(channel), 0));
+        w[1].wr.rdma.remote_addr =
+            st.remoteAddr + sizeof(FifoControl) + uint64_t(index) * sizeof(SlotHeader);
+        w[1].wr.rdma.rkey = st.rkey;
+        ibv_send_wr* bad = nullptr;
+        if (api_.postSend(p.qp, bytes > 0 ? &w[0] : &w[1], &bad) != 0) {
+          peerGone(peer, "ibv_post_send failed");
+          return false;
+        }
+        p.outstanding += count;
+        return true;
+      });
 }
 
 bool IbProxy::scanRecvs() {
-  bool moved = false;
-  for (int f : openedRecvs_) {
-    const int peer = f / options_.maxChannels;
-    const int channel = f % options_.maxChannels;
-    Peer& p = *peers_[peer];
-    if (!p.alive.load(std::memory_order_relaxed) || p.outstanding >= sendDepth_) continue;
-    RecvState& st = recv_[f];
-    const FifoView v = view(f, false);
-    if (!st.announced) {
-      // Register the FIFO and tell the sender where it is; only then may it write.
-      Result<ibv_mr*> mr = cache_->acquire(v.control, fifoBytes_);
-      if (!mr.ok()) {
-        fail(mr.status().withContext("registering a receive FIFO"));
-        continue;
-      }
-      fifoMrs_.push_back(mr.value());
-      auto* out = reinterpret_cast<Announce*>(controlBlock(peer, /*inbox=*/false)) + channel;
-      out->addr = reinterpret_cast<uint64_t>(v.control);
-      out->rkey = mr.value()->rkey;
-      out->valid = 1;
-      ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(Announce)),
-                  controlMr_->lkey};
-      Status s =
-          postWrite(peer, wrId(kControlWr, peer, channel, 1), &sge,
-                    p.remoteControl + uint64_t(channel) * sizeof(Announce), p.remoteControlRkey,
-                    packImm(ImmKind::kAnnounce, static_cast<uint32_t>(channel), 0));
-      if (!s.ok()) {
-        peerGone(peer, s.message());
-        continue;
-      }
-      st.announced = true;
-      moved = true;
-      continue;
-    }
-    const uint64_t tail = v.control->tail.load(std::memory_order_acquire);
-    if (tail <= st.creditSent) continue;
-    Status s = postWrite(peer, wrId(kControlWr, peer, channel, 1), nullptr, p.remoteControl,
-                         p.remoteControlRkey,
-                         packImm(ImmKind::kCredit, static_cast<uint32_t>(channel),
-                                 static_cast<uint32_t>(tail & kImmValueMask)));
-    if (!s.ok()) {
-      peerGone(peer, s.message());
-      continue;
-    }
-    st.creditSent = tail;
-    moved = true;
+  bool announced = false;
+  const bool credited = returnCredits(
+      [&](size_t f, int peer, int channel) {
+        if (peers_[peer]->outstanding >= sendDepth_) return false;
+        if (recv_[f].announced) return true;
+        // The sender learns where the FIFO is before any credit: only then may it write.
+        announced |= announce(f, peer, channel);
+        return false;
+      },
+      [&](size_t, int peer, int channel, uint64_t tail) {
+        Peer& p = *peers_[peer];
+        Status s = postWrite(peer, wrId(kControlWr, peer, channel, 1), nullptr, p.remoteControl,
+                             p.remoteControlRkey,
+                             packImm(ImmKind::kCredit, static_cast<uint32_t>(channel),
+                                     static_cast<uint32_t>(tail & kImmValueMask)));
+        if (!s.ok()) {
+          peerGone(peer, s.message());
+          return false;
+        }
+        return true;
+      });
+  return announced || credited;
+}
+
+bool IbProxy::announce(size_t fifo, int peer, int channel) {
+  Peer& p = *peers_[peer];
+  const FifoView v = fifos().view(fifo, false);
+  // Register the FIFO and tell the sender where it is.
+  Result<ibv_mr*> mr = cache_->acquire(v.control, fifos().fifoBytes());
+  if (!mr.ok()) {
+    fail(mr.status().withContext("registering a receive FIFO"));
+    return false;
   }
-  return moved;
+  fifoMrs_.push_back(mr.value());
+  auto* out = reinterpret_cast<Announce*>(controlBlock(peer, /*inbox=*/false)) + channel;
+  out->addr = reinterpret_cast<uint64_t>(v.control);
+  out->rkey = mr.value()->rkey;
+  out->valid = 1;
+  ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(Announce)),
+              controlMr_->lkey};
+  Status s = postWrite(peer, wrId(kControlWr, peer, channel, 1), &sge,
+                       p.remoteControl + uint64_t(channel) * sizeof(Announce), p.remoteControlRkey,
+                       packImm(ImmKind::kAnnounce, static_cast<uint32_t>(channel), 0));
+  if (!s.ok()) {
+    peerGone(peer, s.message());
+    return false;
+  }
+  recv_[fifo].announced = true;
+  return true;
 }
 
 bool IbProxy::sendNotices() {
-  if (!noticePending_.load(std::memory_order_acquire)) return false;
-  noticePending_.store(false);
-  Notice notice;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    notice = notice_;
-  }
-  for (int r = 0; r < options_.nranks; ++r) {
-    if (!linked(r) || !peers_[r]->alive.load()) continue;
+  const size_t noticeOffset = sizeof(Announce) * options().maxChannels;
+  return sendNotice([&](int r, const Notice& notice) {
     Peer& p = *peers_[r];
-    auto* out =
-        reinterpret_cast<Notice*>(controlBlock(r, false) + sizeof(Announce) * options_.maxChannels);
-    *out = notice;
-    ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(Notice)),
+    const std::string& message = notice.failure.status.message();
+    auto* out = reinterpret_cast<WireNotice*>(controlBlock(r, false) + noticeOffset);
+    *out = WireNotice{};
+    out->origin = notice.origin;
+    out->code = notice.failure.status.code();
+    out->collectivesDone = notice.failure.collectivesDone;
+    out->bytes = static_cast<uint32_t>(std::min(message.size(), sizeof(out->text)));
+    std::memcpy(out->text, message.data(), out->bytes);
+    ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(WireNotice)),
                 controlMr_->lkey};
-    (void)postWrite(r, wrId(kControlWr, r, 0, 1), &sge,
-                    p.remoteControl + sizeof(Announce) * options_.maxChannels, p.remoteControlRkey,
-                    packImm(ImmKind::kNotice, 0, static_cast<uint32_t>(notice.code)));
-  }
-  return true;
+    (void)postWrite(r, wrId(kControlWr, r, 0, 1), &sge, p.remoteControl + noticeOffset,
+                    p.remoteControlRkey,
+                    packImm(ImmKind::kNotice, 0, static_cast<uint32_t>(out->code)));
+  });
 }
 
 bool IbProxy::sendProbes() {
@@ -602,10 +481,10 @@ bool IbProxy::sendProbes() {
   probePending_.store(false);
   const auto now = Clock::now();
   bool moved = false;
-  for (int r = 0; r < options_.nranks; ++r) {
+  for (int r = 0; r < options().nranks; ++r) {
     if (!linked(r)) continue;
     Peer& p = *peers_[r];
-    if (!p.probe.load() || !p.alive.load()) continue;
+    if (!p.probe.load() || !linkUp(r)) continue;
     if (now - p.lastProbe < kProbeEvery || p.outstanding >= sendDepth_) {
       probePending_.store(true);  // later
       continue;
@@ -624,8 +503,8 @@ bool IbProxy::sendProbes() {
 }
 
 void IbProxy::sayGoodbye() {
-  for (int r = 0; r < options_.nranks; ++r) {
-    if (!linked(r) || !peers_[r]->alive.load()) continue;
+  for (int r = 0; r < options().nranks; ++r) {
+    if (!linked(r) || !linkUp(r)) continue;
     Peer& p = *peers_[r];
     if (p.outstanding >= sendDepth_ ||
         !postWrite(r, wrId(kControlWr, r, 0, 1), nullptr, p.remoteControl, p.remoteControlRkey,
@@ -637,9 +516,9 @@ void IbProxy::sayGoodbye() {
 }
 
 bool IbProxy::allGone() const {
-  for (int r = 0; r < options_.nranks; ++r) {
+  for (int r = 0; r < options().nranks; ++r) {
     // A peer that has said goodbye is gone; our own goodbye must have left too.
-    if (linked(r) && (peers_[r]->alive.load() || peers_[r]->outstanding > 0)) return false;
+    if (linked(r) && (linkUp(r) || peers_[r]->outstanding > 0)) return false;
   }
   return true;
 }
@@ -676,21 +555,20 @@ void IbProxy::completion(const ibv_wc& wc) {
   if (kind == kRecvWr) {
     if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
       return fail(
-          internalError("a receive without immediate data from " + options_.peerNames[peer]));
+          internalError("a receive without immediate data from " + options().peerNames[peer]));
     }
     received(peer, ntohl(wc.imm_data));
     ibv_recv_wr wr{};
     wr.wr_id = wc.wr_id;
     ibv_recv_wr* bad = nullptr;
-    if (p.alive.load() && api_.postRecv(p.qp, &wr, &bad) != 0)
-      peerGone(peer, "ibv_post_recv failed");
+    if (linkUp(peer) && api_.postRecv(p.qp, &wr, &bad) != 0) peerGone(peer, "ibv_post_recv failed");
     return;
   }
   if (kind == kDataWr) {
-    SendState& st = send_[fifoIndex(peer, channel)];
-    ++st.released;  // completions of one queue pair come in order
-    view(fifoIndex(peer, channel), true)
-        .control->tail.store(st.released, std::memory_order_seq_cst);
+    const size_t f = fifos().index(peer, channel);
+    SendCredits& credits = sendCredits(f);
+    ++credits.released;  // completions of one queue pair come in order
+    fifos().view(f, true).control->tail.store(credits.released, std::memory_order_seq_cst);
     wakeRank();
   }
 }
@@ -699,30 +577,33 @@ void IbProxy::received(int peer, uint32_t imm) {
   const auto kind = static_cast<ImmKind>(imm >> 29);
   const auto channel = static_cast<int>((imm >> kImmValueBits) & 0x7f);
   const uint32_t value = imm & kImmValueMask;
-  const std::string& who = options_.peerNames[peer];
-  if (channel >= options_.maxChannels) {
+  const std::string& who = options().peerNames[peer];
+  if (channel >= options().maxChannels) {
     return fail(internalError(who + " wrote to channel " + std::to_string(channel)));
   }
-  const size_t f = fifoIndex(peer, channel);
+  const size_t f = fifos().index(peer, channel);
   switch (kind) {
     case ImmKind::kData: {
-      RecvState& st = recv_[f];
-      const FifoView v = view(f, false);
-      if (st.posted >= v.control->tail.load(std::memory_order_acquire) + options_.nslots) {
+      RecvCredits& credits = recvCredits(f);
+      const FifoView v = fifos().view(f, false);
+      if (credits.posted >= v.control->tail.load(std::memory_order_acquire) + options().nslots) {
         return fail(
             internalError(who + " wrote beyond its credit on channel " + std::to_string(channel)));
       }
-      ++st.posted;
-      v.control->head.store(st.posted, std::memory_order_seq_cst);
+      ++credits.posted;
+      v.control->head.store(credits.posted, std::memory_order_seq_cst);
       wakeRank();
       return;
     }
     case ImmKind::kCredit: {
-      SendState& st = send_[f];
-      uint64_t tail = (st.creditTail & ~uint64_t(kImmValueMask)) | value;
-      if (tail < st.creditTail) tail += uint64_t(kImmValueMask) + 1;
-      if (tail > st.queued) return fail(internalError(who + " returned credit it was never sent"));
-      st.creditTail = tail;
+      // The immediate carries the tail's low bits: the credit is the nearest tail at or after
+      // the last one with them.
+      SendCredits& credits = sendCredits(f);
+      uint64_t tail = (credits.creditTail & ~uint64_t(kImmValueMask)) | value;
+      if (tail < credits.creditTail) tail += uint64_t(kImmValueMask) + 1;
+      if (!credits.takeCredit(tail)) {
+        return fail(internalError(who + " returned credit it was never sent"));
+      }
       return;
     }
     case ImmKind::kAnnounce: {
@@ -737,19 +618,11 @@ void IbProxy::received(int peer, uint32_t imm) {
     }
     case ImmKind::kBye: return peerGone(peer, "closed");
     case ImmKind::kNotice: {
-      Notice n;
-      std::memcpy(&n, controlBlock(peer, true) + sizeof(Announce) * options_.maxChannels,
+      WireNotice n;
+      std::memcpy(&n, controlBlock(peer, true) + sizeof(Announce) * options().maxChannels,
                   sizeof(n));
-      const std::string origin = n.origin >= 0 && n.origin < options_.nranks
-                                     ? options_.peerNames[n.origin]
-                                     : "rank " + std::to_string(n.origin);
-      const auto code = static_cast<braidResult_t>(n.code);
-      notices_->record(
-          peer, PeerFailure{Status(code == braidSuccess ? braidRemoteError : code,
-                                   origin + " failed: " +
-                                       std::string(n.text, std::min<uint32_t>(n.bytes, sizeof(n.text)))),
-                            n.collectivesDone});
-      wakeRank();
+      noticeArrived(peer, n.origin, n.code, n.collectivesDone,
+                    std::string_view(n.text, std::min<uint32_t>(n.bytes, sizeof(n.text))));
       return;
     }
   }
@@ -757,35 +630,23 @@ void IbProxy::received(int peer, uint32_t imm) {
 }
 
 void IbProxy::peerGone(int peer, const std::string& why) {
-  Peer& p = *peers_[peer];
-  if (!p.alive.exchange(false)) return;
-  if (options_.logger != nullptr && mode_.load() == Mode::kRun) {
-    BRAID_LOG(*options_.logger, kInfo, kNet, "RDMA transport: %s: %s",
-              options_.peerNames[peer].c_str(), why.c_str());
+  if (!peerDown(peer)) return;
+  if (options().logger != nullptr && currentMode() == Mode::kRun) {
+    BRAID_LOG(*options().logger, kInfo, kNet, "RDMA transport: %s: %s",
+              options().peerNames[peer].c_str(), why.c_str());
   }
   wakeRank();
 }
 
 void IbProxy::fail(const Status& status) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_) failure_ = Status(braidRemoteError, "RDMA transport: " + status.message());
-  }
-  hasFailure_.store(true, std::memory_order_release);
+  recordFailure(status.message());
   wakeRank();
 }
 
 bool IbProxy::flushed() const {
-  if (noticePending_.load(std::memory_order_acquire)) return false;
-  for (int f : openedSends_) {
-    const int peer = f / options_.maxChannels;
-    if (!peers_[peer]->alive.load()) continue;
-    if (send_[f].released != view(f, true).control->head.load(std::memory_order_acquire)) {
-      return false;
-    }
-  }
-  for (int r = 0; r < options_.nranks; ++r) {
-    if (linked(r) && peers_[r]->alive.load() && peers_[r]->outstanding > 0) return false;
+  if (!sendsFlushed()) return false;
+  for (int r = 0; r < options().nranks; ++r) {
+    if (linked(r) && linkUp(r) && peers_[r]->outstanding > 0) return false;
   }
   return true;
 }

@@ -2,23 +2,23 @@
 // protocol). Setup (ib_transport.cc) creates the queue pairs through connect(); the thread then
 // turns posted send slots into RDMA writes, completions into posted receive slots and freed send
 // slots, freed receive slots into credits, and sleeps on the completion channel plus an eventfd
-// the rank rings through the proxy's Waker.
+// the rank rings through the proxy's Waker. The FIFOs, the credit counts and their loops, the
+// thread and the failure state are NetworkProxy's (network_proxy.h); this proxy says how slots,
+// credits and notices travel as verbs work requests.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "base/log.h"
 #include "base/status.h"
 #include "fifo/fifo.h"
-#include "transport/peer_failures.h"
 #include "transport/ib/ib_device.h"
 #include "transport/ib/mr_cache.h"
+#include "transport/network_proxy.h"
 
 namespace braid {
 
@@ -48,26 +48,14 @@ constexpr uint32_t packImm(ImmKind kind, uint32_t channel, uint32_t value) {
          (value & kImmValueMask);
 }
 
-class IbProxy {
+class IbProxy final : public NetworkProxy {
  public:
-  struct Options {
-    int rank = 0;
-    int nranks = 1;
-    int maxChannels = 1;
-    uint32_t nslots = 2;
-    uint32_t slotBytes = 0;
-    Waker* rankWaker = nullptr;
-    const Logger* logger = nullptr;
-    std::vector<std::string> peerNames;
-    std::vector<bool> linked;  ///< per rank
-  };
-
-  /// Creates the completion queue, the queue pairs of the linked peers (in INIT, receives
-  /// posted), the FIFO arena and the control blocks. Takes the device.
-  static Result<std::unique_ptr<IbProxy>> create(Options options, std::unique_ptr<IbDevice> device);
-  ~IbProxy();
-  IbProxy(const IbProxy&) = delete;
-  IbProxy& operator=(const IbProxy&) = delete;
+  /// Creates the completion queue, the queue pairs of the peers with linked[peer] (in INIT,
+  /// receives posted), the FIFO arena and the control blocks. Takes the device.
+  static Result<std::unique_ptr<IbProxy>> create(ProxyOptions options,
+                                                 const std::vector<bool>& linked,
+                                                 std::unique_ptr<IbDevice> device);
+  ~IbProxy() override;
 
   /// This side's half of the pair with `peer`.
   QpInfo localInfo(int peer) const;
@@ -75,21 +63,9 @@ class IbProxy {
   Status connect(int peer, const QpInfo& remote);
   /// Starts the thread (after every pair is connected).
   Status start();
-  /// Stops the thread; flush: first until every posted slot is written (at most flushSeconds).
-  void close(bool flush, double flushSeconds);
 
-  bool linked(int peer) const {
-    return peer >= 0 && peer < options_.nranks && options_.linked[peer];
-  }
-  FifoView sendFifo(int peer, int channel);
-  FifoView recvFifo(int peer, int channel);
-  Waker* waker() { return &waker_; }
   /// False once the queue pair with `peer` failed; asking also makes the proxy probe the peer.
-  bool peerAlive(int peer);
-  std::optional<Status> failure() const;
-  /// The failure notice `peer` sent, if any (kAnyPeer: any peer's).
-  std::optional<PeerFailure> peerFailure(int peer) const { return notices_->get(peer); }
-  void notifyFailure(int failedRank, const PeerFailure& failure);
+  bool peerAlive(int peer) override;
   const MrCache& mrCache() const { return *cache_; }
 
  private:
@@ -98,27 +74,25 @@ class IbProxy {
     uint32_t rkey;
     uint32_t valid;
   };
-  struct Notice {
+  /// A failure notice as it is written into the peer's control block.
+  struct WireNotice {
     int32_t origin;
     int32_t code;
     uint32_t bytes;
     uint32_t collectivesDone;  ///< PeerFailure::collectivesDone
     char text[496];
   };
+  /// A send FIFO's registration and where the peer's receive FIFO is (beside its credits).
   struct SendState {
     bool registered = false;
     uint32_t lkey = 0;
     bool announced = false;
     uint64_t remoteAddr = 0;
     uint32_t rkey = 0;
-    uint64_t queued = 0;
-    uint64_t released = 0;
-    uint64_t creditTail = 0;
   };
+  /// Whether the sender knows where a receive FIFO is (beside its credits).
   struct RecvState {
     bool announced = false;
-    uint64_t posted = 0;
-    uint64_t creditSent = 0;
   };
   struct Peer {
     ibv_qp* qp = nullptr;
@@ -126,23 +100,21 @@ class IbProxy {
     uint64_t remoteControl = 0;
     uint32_t remoteControlRkey = 0;
     int outstanding = 0;  ///< send WRs not yet completed
-    std::atomic<bool> alive{true};
     std::atomic<bool> probe{false};
     std::chrono::steady_clock::time_point lastProbe{};
   };
 
-  explicit IbProxy(std::unique_ptr<IbDevice> device);
-  size_t fifoIndex(int peer, int channel) const {
-    return size_t(peer) * options_.maxChannels + channel;
-  }
-  FifoView view(size_t index, bool send) const;
+  IbProxy(ProxyOptions options, std::unique_ptr<IbDevice> device);
   char* controlBlock(int peer, bool inbox) const;
   size_t controlOffset(int peer, bool inbox) const;
 
-  void run();
+  void run() override;
+  /// The sender waits for a receive FIFO's announcement: the proxy sends it at once.
+  void recvOpened() override { wakeProxy(); }
   bool refreshOpened();
   bool scanSends();
   bool scanRecvs();
+  bool announce(size_t fifo, int peer, int channel);
   bool sendNotices();
   bool sendProbes();
   void sayGoodbye();
@@ -155,9 +127,7 @@ class IbProxy {
   bool allGone() const;
   void fail(const Status& status);
   bool flushed() const;
-  void wakeRank() { wakeIfSleeping(options_.rankWaker); }
 
-  Options options_;
   std::unique_ptr<IbDevice> device_;
   const VerbsApi& api_;
   std::unique_ptr<MrCache> cache_;
@@ -166,41 +136,13 @@ class IbProxy {
   int recvDepth_ = 0;
   int sendDepth_ = 0;
   std::vector<std::unique_ptr<Peer>> peers_;
-  std::vector<int> arenaSlot_;
-  size_t metaBytes_ = 0;
-  size_t fifoBytes_ = 0;
-  char* arena_ = nullptr;
-  size_t arenaBytes_ = 0;
   size_t controlStride_ = 0;
   std::vector<char> controls_;  ///< per linked peer: inbox (peer writes) then outbox (we send from)
   ibv_mr* controlMr_ = nullptr;
-  std::vector<SendState> send_;
+  std::vector<SendState> send_;  ///< by FIFO index
   std::vector<RecvState> recv_;
   std::vector<ibv_mr*> fifoMrs_;  ///< released to the cache at destruction
-
-  Waker waker_;
-  int eventFd_ = -1;
-  int epollFd_ = -1;
-  std::unique_ptr<std::atomic<bool>[]> sendOpened_;
-  std::unique_ptr<std::atomic<bool>[]> recvOpened_;
-  std::atomic<uint64_t> openedGeneration_{0};
-  uint64_t openedSeen_ = 0;
-  std::vector<int> openedSends_;
-  std::vector<int> openedRecvs_;
-  std::atomic<bool> hasFailure_{false};
-  mutable std::mutex mu_;
-  std::optional<Status> failure_;
-  std::unique_ptr<PeerFailures> notices_;  ///< received, per peer
-  std::atomic<bool> noticePending_{false};
-  bool noticeQueued_ = false;
-  Notice notice_{};
   std::atomic<bool> probePending_{false};
-
-  enum class Mode : int { kRun, kFlush, kStop };
-  std::atomic<Mode> mode_{Mode::kRun};
-  double flushSeconds_ = 0;
-  bool closed_ = false;
-  std::thread thread_;
 };
 
 #endif  // BRAID_HAVE_IBVERBS

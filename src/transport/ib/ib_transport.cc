@@ -15,7 +15,6 @@ namespace {
 constexpr double kMaxFlushSeconds = 60;
 #if BRAID_HAVE_IBVERBS
 constexpr uint32_t kQpInfoTag = 0x49425150;  // "IBQP"
-size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 #endif
 
 }  // namespace
@@ -101,23 +100,10 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
 
 #if BRAID_HAVE_IBVERBS
   if (device) t->device_ = device->description();
-  IbProxy::Options options;
-  options.rank = me;
-  options.nranks = n;
-  options.maxChannels = ctx.maxChannels;
-  options.nslots = static_cast<uint32_t>(ctx.config->nslots);
-  options.slotBytes = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
-  options.rankWaker = ctx.rankWaker;
-  options.logger = ctx.logger;
-  options.linked = linked;
-  for (int r = 0; r < n; ++r) {
-    std::string name = "rank " + std::to_string(r);
-    if (ctx.peers != nullptr) name += std::string(" (") + (*ctx.peers)[r].hostName + ")";
-    options.peerNames.push_back(std::move(name));
-  }
   Status setup;
   if (t->linkedPeers_ > 0) {
-    Result<std::unique_ptr<IbProxy>> proxy = IbProxy::create(std::move(options), std::move(device));
+    Result<std::unique_ptr<IbProxy>> proxy =
+        IbProxy::create(proxyOptions(ctx), linked, std::move(device));
     if (proxy.ok())
       t->proxy_ = std::move(proxy).value();
     else

@@ -128,22 +128,7 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
   }
   listener.close();
 
-  SocketProxy::Options options;
-  options.rank = me;
-  options.nranks = n;
-  options.maxChannels = ctx.maxChannels;
-  options.nslots = static_cast<uint32_t>(ctx.config->nslots);
-  options.slotBytes = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
-  options.rankWaker = ctx.rankWaker;
-  options.logger = ctx.logger;
-  for (int r = 0; r < n; ++r) {
-    std::string name = "rank " + std::to_string(r);
-    if (ctx.peers != nullptr && r < static_cast<int>(ctx.peers->size())) {
-      name += std::string(" (") + (*ctx.peers)[r].hostName + ")";
-    }
-    options.peerNames.push_back(std::move(name));
-  }
-  ASSIGN_OR_RETURN(t->proxy_, SocketProxy::start(std::move(options), std::move(streams)));
+  ASSIGN_OR_RETURN(t->proxy_, SocketProxy::start(proxyOptions(ctx), std::move(streams)));
   if (t->linkedPeers_ > 0 && ctx.logger != nullptr) {
     BRAID_LOG(*ctx.logger, kInfo, kNet, "socket transport on %s: %d peers, %d streams each",
               t->address_.c_str(), t->linkedPeers_, t->streamsPerPeer_);
