@@ -3,6 +3,8 @@
 //
 // Each transport lives in its own directory with the same file set: <name>_transport.h/.cc (the
 // Transport below and its factory), plus whatever private pieces it needs, and a test beside them.
+// socket and ib are network transports (network_transport.h): a proxy thread moves their FIFOs'
+// slots over the network, and what the two share lives in this directory.
 // A factory is collective over the communicator's bootstrap: it exchanges what its peers need
 // (segment names, addresses, queue pair numbers) and returns once connectors can be made. The
 // communicator keeps every transport it made in one list and asks each, through this interface

@@ -16,21 +16,22 @@
 //
 // A rank without a usable device (no libibverbs, no device, no active port) links nobody and says
 // why in unavailableReason(); the communicator then uses the socket transport for those peers.
+// Failure, notices, liveness and the flush at destruction are NetworkTransport's
+// (network_transport.h): a queue pair that fails marks its peer gone, a completion error is the
+// transport's failure().
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "transport/transport.h"
+#include "transport/network_transport.h"
 
 namespace braid {
 
-class IbProxy;
 struct VerbsApi;
 
-class IbTransport final : public Transport {
+class IbTransport final : public NetworkTransport {
  public:
   /// Collective over ctx.bootstrap: every rank calls it, with wanted[p] set for the peers it
   /// would reach over RDMA (possibly none). A pair is linked when both ranks have a usable port
@@ -38,40 +39,18 @@ class IbTransport final : public Transport {
   static Result<std::unique_ptr<IbTransport>> create(const TransportContext& ctx,
                                                      const std::vector<bool>& wanted,
                                                      const VerbsApi* verbs = nullptr);
-  ~IbTransport() override;
 
   std::string_view name() const override { return "ib"; }
-  bool canConnect(int peer) const override;
-  Result<SendConnector> sendConnector(int peer, int channel) override;
-  Result<RecvConnector> recvConnector(int peer, int channel) override;
-
-  /// False once the queue pair to `peer` failed (the peer's process or port is gone).
-  bool peerAlive(int peer) const override;
-  /// A completion error.
-  std::optional<Status> failure() const override;
-  /// The failure `peer` reported, if any (kAnyPeer: any peer's).
-  std::optional<PeerFailure> peerFailure(int peer) const override;
-  /// Tells every linked peer that failedRank failed (first call only).
-  void notifyFailure(int failedRank, const PeerFailure& failure) override;
-
-  int linkedPeers() const { return linkedPeers_; }
   /// Why this rank has no usable RDMA port ("" when it has one).
   const std::string& unavailableReason() const { return unavailable_; }
   /// "mlx5_0:1 (RoCE, GID 3)" and the like, for logs.
   const std::string& deviceDescription() const { return device_; }
 
  private:
-  IbTransport() = default;
+  explicit IbTransport(const TransportContext& ctx) : NetworkTransport(ctx, "RDMA") {}
 
-  int rank_ = 0;
-  int nranks_ = 0;
-  int maxChannels_ = 1;
-  int linkedPeers_ = 0;
-  double flushSeconds_ = 30;
-  const std::atomic<bool>* abort_ = nullptr;
   std::string unavailable_;
   std::string device_;
-  std::unique_ptr<IbProxy> proxy_;
 };
 
 }  // namespace braid

@@ -6,13 +6,12 @@
 #include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "transport/socket/socket_proxy.h"
 
 namespace braid {
 namespace {
 
 constexpr std::string_view kKeyLabel = "braid socket transport v1";
-// How long destruction may wait for the peers to take this rank's last slots.
-constexpr double kMaxFlushSeconds = 60;
 
 /// What each rank tells the others: where it listens, how many streams it opens per peer, and
 /// (after this fixed part) one bit per rank it wants to reach over TCP.
@@ -26,24 +25,12 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
 
-SocketTransport::~SocketTransport() {
-  if (proxy_) {
-    const bool aborted = abort_ != nullptr && abort_->load(std::memory_order_acquire);
-    proxy_->close(/*flush=*/!aborted, flushSeconds_);
-  }
-}
-
 Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const TransportContext& ctx,
                                                                  const std::vector<bool>& wanted) {
   const int n = ctx.nranks;
   const int me = ctx.rank;
-  std::unique_ptr<SocketTransport> t(new SocketTransport());
-  t->rank_ = me;
-  t->nranks_ = n;
-  t->maxChannels_ = ctx.maxChannels;
-  t->abort_ = ctx.abort;
+  std::unique_ptr<SocketTransport> t(new SocketTransport(ctx));
   const double timeout = ctx.config->timeoutSeconds;
-  t->flushSeconds_ = timeout > 0 ? std::min(timeout, kMaxFlushSeconds) : kMaxFlushSeconds;
 
   // Listen first (the address goes into the exchange); a failure here only matters if some pair
   // needs this rank, which is known after the exchange, so every rank still takes part in it.
@@ -104,6 +91,7 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
   plan.addresses.resize(n);
   plan.streams.assign(n, 0);
   const uint32_t mineStreams = hello(me).nstreams;
+  int linkedPeers = 0;
   for (int p = 0; p < n; ++p) {
     if (p == me || !(wants(me, p) || wants(p, me))) continue;
     const Hello h = hello(p);
@@ -116,56 +104,27 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
     // Both ends must agree on the count: the smaller wish wins.
     plan.streams[p] =
         static_cast<int>(std::clamp<uint32_t>(std::min(mineStreams, h.nstreams), 1, 16));
-    ++t->linkedPeers_;
+    ++linkedPeers;
     t->streamsPerPeer_ = std::max(t->streamsPerPeer_, plan.streams[p]);
   }
   t->address_ = address.valid() ? address.toString() : "none";
+  t->setLinkedPeers(linkedPeers);
 
   std::vector<PeerStream> streams;
-  if (t->linkedPeers_ > 0) {
+  if (linkedPeers > 0) {
     ASSIGN_OR_RETURN(const Secret key, ctx.bootstrap->deriveKey(kKeyLabel));
     ASSIGN_OR_RETURN(streams, buildMesh(listener, key, plan, timeout));
   }
   listener.close();
 
-  ASSIGN_OR_RETURN(t->proxy_, SocketProxy::start(proxyOptions(ctx), std::move(streams)));
-  if (t->linkedPeers_ > 0 && ctx.logger != nullptr) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SocketProxy> proxy,
+                   SocketProxy::start(proxyOptions(ctx), std::move(streams)));
+  t->setProxy(std::move(proxy));
+  if (linkedPeers > 0 && ctx.logger != nullptr) {
     BRAID_LOG(*ctx.logger, kInfo, kNet, "socket transport on %s: %d peers, %d streams each",
-              t->address_.c_str(), t->linkedPeers_, t->streamsPerPeer_);
+              t->address_.c_str(), linkedPeers, t->streamsPerPeer_);
   }
   return t;
-}
-
-bool SocketTransport::canConnect(int peer) const { return proxy_ && proxy_->linked(peer); }
-
-Result<SendConnector> SocketTransport::sendConnector(int peer, int channel) {
-  if (!canConnect(peer) || channel < 0 || channel >= maxChannels_) {
-    return internalError("no TCP FIFO to rank " + std::to_string(peer) + " channel " +
-                         std::to_string(channel));
-  }
-  return SendConnector(proxy_->sendFifo(peer, channel), proxy_->waker());
-}
-
-Result<RecvConnector> SocketTransport::recvConnector(int peer, int channel) {
-  if (!canConnect(peer) || channel < 0 || channel >= maxChannels_) {
-    return internalError("no TCP FIFO from rank " + std::to_string(peer) + " channel " +
-                         std::to_string(channel));
-  }
-  return RecvConnector(proxy_->recvFifo(peer, channel), proxy_->waker());
-}
-
-bool SocketTransport::peerAlive(int peer) const { return !proxy_ || proxy_->peerAlive(peer); }
-
-std::optional<Status> SocketTransport::failure() const {
-  return proxy_ ? proxy_->failure() : std::nullopt;
-}
-
-std::optional<PeerFailure> SocketTransport::peerFailure(int peer) const {
-  return proxy_ ? proxy_->peerFailure(peer) : std::nullopt;
-}
-
-void SocketTransport::notifyFailure(int failedRank, const PeerFailure& failure) {
-  if (proxy_) proxy_->notifyFailure(failedRank, failure);
 }
 
 }  // namespace braid

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap_threads.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "transport/socket/socket_connect.h"
 #include "transport/socket/socket_wire.h"
 
 namespace braid {
