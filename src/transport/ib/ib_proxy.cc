@@ -359,49 +359,51 @@ Status IbProxy::postWrite(int peer, uint64_t id, ibv_sge* sge, uint64_t remote, 
 }
 
 bool IbProxy::scanSends() {
-  const uint32_t nslots = options().nslots;
+  return sendPosted(
+      [this](size_t f, int, int) { return send_[f].registered && send_[f].announced; },
+      [this](size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
+        return writeSlot(f, peer, channel, v, seq);
+      });
+}
+
+bool IbProxy::writeSlot(size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
   const uint32_t slotBytes = options().slotBytes;
   const size_t metaBytes = fifos().metaBytes();
-  return sendPosted(
-      [&](size_t f, int, int) { return send_[f].registered && send_[f].announced; },
-      [&](size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
-        Peer& p = *peers_[peer];
-        if (p.outstanding + 2 > sendDepth_) return false;
-        const SendState& st = send_[f];
-        const uint32_t index = static_cast<uint32_t>(seq % nslots);
-        const uint32_t bytes = std::min(v.headers[index].bytes, slotBytes);
-        // The data, then the header with the immediate that tells the receiver: RC delivers them
-        // in order, so the slot is whole when the receiver sees the immediate.
-        ibv_sge data{reinterpret_cast<uint64_t>(v.data + size_t(index) * slotBytes), bytes,
-                     st.lkey};
-        ibv_sge header{reinterpret_cast<uint64_t>(&v.headers[index]),
-                       static_cast<uint32_t>(sizeof(SlotHeader)), st.lkey};
-        ibv_send_wr w[2]{};
-        w[0].wr_id = wrId(kPartWr, peer, channel, 0);
-        w[0].sg_list = &data;
-        w[0].num_sge = 1;
-        w[0].opcode = IBV_WR_RDMA_WRITE;
-        w[0].wr.rdma.remote_addr = st.remoteAddr + metaBytes + uint64_t(index) * slotBytes;
-        w[0].wr.rdma.rkey = st.rkey;
-        w[0].next = &w[1];
-        const int count = bytes > 0 ? 2 : 1;
-        w[1].wr_id = wrId(kDataWr, peer, channel, count);
-        w[1].sg_list = &header;
-        w[1].num_sge = 1;
-        w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        w[1].send_flags = IBV_SEND_SIGNALED;
-        w[1].imm_data = htonl(packImm(ImmKind::kData, static_cast<uint32_t>(channel), 0));
-        w[1].wr.rdma.remote_addr =
-            st.remoteAddr + sizeof(FifoControl) + uint64_t(index) * sizeof(SlotHeader);
-        w[1].wr.rdma.rkey = st.rkey;
-        ibv_send_wr* bad = nullptr;
-        if (api_.postSend(p.qp, bytes > 0 ? &w[0] : &w[1], &bad) != 0) {
-          peerGone(peer, "ibv_post_send failed");
-          return false;
-        }
-        p.outstanding += count;
-        return true;
-      });
+  Peer& p = *peers_[peer];
+  if (p.outstanding + 2 > sendDepth_) return false;
+  const SendState& st = send_[f];
+  const uint32_t index = static_cast<uint32_t>(seq % options().nslots);
+  const uint32_t bytes = std::min(v.headers[index].bytes, slotBytes);
+  // The data, then the header with the immediate that tells the receiver: RC delivers them
+  // in order, so the slot is whole when the receiver sees the immediate.
+  ibv_sge data{reinterpret_cast<uint64_t>(v.data + size_t(index) * slotBytes), bytes, st.lkey};
+  ibv_sge header{reinterpret_cast<uint64_t>(&v.headers[index]),
+                 static_cast<uint32_t>(sizeof(SlotHeader)), st.lkey};
+  ibv_send_wr w[2]{};
+  w[0].wr_id = wrId(kPartWr, peer, channel, 0);
+  w[0].sg_list = &data;
+  w[0].num_sge = 1;
+  w[0].opcode = IBV_WR_RDMA_WRITE;
+  w[0].wr.rdma.remote_addr = st.remoteAddr + metaBytes + uint64_t(index) * slotBytes;
+  w[0].wr.rdma.rkey = st.rkey;
+  w[0].next = &w[1];
+  const int count = bytes > 0 ? 2 : 1;
+  w[1].wr_id = wrId(kDataWr, peer, channel, count);
+  w[1].sg_list = &header;
+  w[1].num_sge = 1;
+  w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  w[1].send_flags = IBV_SEND_SIGNALED;
+  w[1].imm_data = htonl(packImm(ImmKind::kData, static_cast<uint32_t>(channel), 0));
+  w[1].wr.rdma.remote_addr =
+      st.remoteAddr + sizeof(FifoControl) + uint64_t(index) * sizeof(SlotHeader);
+  w[1].wr.rdma.rkey = st.rkey;
+  ibv_send_wr* bad = nullptr;
+  if (api_.postSend(p.qp, bytes > 0 ? &w[0] : &w[1], &bad) != 0) {
+    peerGone(peer, "ibv_post_send failed");
+    return false;
+  }
+  p.outstanding += count;
+  return true;
 }
 
 bool IbProxy::scanRecvs() {

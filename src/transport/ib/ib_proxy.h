@@ -113,6 +113,9 @@ class IbProxy final : public NetworkProxy {
   void recvOpened() override { wakeProxy(); }
   bool refreshOpened();
   bool scanSends();
+  /// RDMA-writes slot `seq` of send FIFO `f`; false when the queue pair has no room for it now
+  /// (or the post failed: the peer is gone).
+  bool writeSlot(size_t f, int peer, int channel, const FifoView& v, uint64_t seq);
   bool scanRecvs();
   bool announce(size_t fifo, int peer, int channel);
   bool sendNotices();

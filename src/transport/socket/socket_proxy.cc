@@ -185,36 +185,39 @@ void SocketProxy::run() {
 }
 
 bool SocketProxy::scanSends() {
-  const uint32_t nslots = options().nslots;
-  const uint32_t slotBytes = options().slotBytes;
   return sendPosted([](size_t, int, int) { return true; },
-                    [&](size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
-                      const std::vector<int>& ids = peerStreams_[peer];
-                      const uint32_t index = static_cast<uint32_t>(seq % nslots);
-                      const SlotHeader& h = v.headers[index];
-                      const uint32_t total = std::min(h.bytes, slotBytes);
-                      const uint32_t pieces = pieceCount(total, ids.size());
-                      send_[f].piecesLeft[index] = pieces;
-                      uint32_t offset = 0;
-                      for (uint32_t i = 0; i < pieces; ++i) {
-                        const uint32_t len = total / pieces + (i < total % pieces ? 1 : 0);
-                        OutItem item;
-                        item.header = FrameHeader{FrameKind::kData,
-                                                  static_cast<uint32_t>(channel),
-                                                  seq,
-                                                  offset,
-                                                  len,
-                                                  total,
-                                                  options().rank,
-                                                  h.call};
-                        item.data = v.data + size_t(index) * slotBytes + offset;
-                        item.fifo = static_cast<int>(f);
-                        item.seq = seq;
-                        streams_[ids[(size_t(channel) + i) % ids.size()]].out.push_back(item);
-                        offset += len;
-                      }
+                    [this](size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
+                      queuePieces(f, peer, channel, v, seq);
                       return true;
                     });
+}
+
+void SocketProxy::queuePieces(size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
+  const uint32_t slotBytes = options().slotBytes;
+  const std::vector<int>& ids = peerStreams_[peer];
+  const uint32_t index = static_cast<uint32_t>(seq % options().nslots);
+  const SlotHeader& h = v.headers[index];
+  const uint32_t total = std::min(h.bytes, slotBytes);
+  const uint32_t pieces = pieceCount(total, ids.size());
+  send_[f].piecesLeft[index] = pieces;
+  uint32_t offset = 0;
+  for (uint32_t i = 0; i < pieces; ++i) {
+    const uint32_t len = total / pieces + (i < total % pieces ? 1 : 0);
+    OutItem item;
+    item.header = FrameHeader{FrameKind::kData,
+                              static_cast<uint32_t>(channel),
+                              seq,
+                              offset,
+                              len,
+                              total,
+                              options().rank,
+                              h.call};
+    item.data = v.data + size_t(index) * slotBytes + offset;
+    item.fifo = static_cast<int>(f);
+    item.seq = seq;
+    streams_[ids[(size_t(channel) + i) % ids.size()]].out.push_back(item);
+    offset += len;
+  }
 }
 
 bool SocketProxy::scanRecvs() {

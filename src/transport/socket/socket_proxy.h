@@ -91,6 +91,8 @@ class SocketProxy final : public NetworkProxy {
   void run() override;
   void stopped() override;
   bool scanSends();
+  /// Cuts slot `seq` of send FIFO `f` into pieces on the peer's streams.
+  void queuePieces(size_t f, int peer, int channel, const FifoView& v, uint64_t seq);
   bool scanRecvs();
   bool takeNotices();
   bool flushAll();
