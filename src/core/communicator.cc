@@ -68,6 +68,7 @@ Communicator::~Communicator() {
   releaseDevice(this);
   // Last made, first destroyed: the network transports stop their proxies before shm's Waker goes.
   while (!transports_.empty()) transports_.pop_back();
+  rankWaker_ = &privateWaker_;
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& id, int nranks,

@@ -123,7 +123,6 @@ class NetworkProxy {
   virtual void recvOpened() {}
 
   const ProxyOptions& options() const { return options_; }
-  std::string_view label() const { return label_; }
   const ProxyFifos& fifos() const { return fifos_; }
   ProxyFifos& fifos() { return fifos_; }
   SendCredits& sendCredits(size_t fifo) { return sendCredits_[fifo]; }
