@@ -1,6 +1,7 @@
 // Shared pieces of the algorithm builders (internal to src/algorithms): element ranges, the split
 // of a message over channels, the ring order, chunked emission of local copies and of two-way
-// exchanges, and the builder entry points that algorithms.cc dispatches to.
+// exchanges, the frame every builder starts from (one-rank shortcut, a pass over the message's
+// parts), and the builder entry points that algorithms.cc dispatches to.
 //
 // Builders think in elements; PlanContext turns element offsets into the byte BufferRefs of Steps.
 // Every builder receives a request that buildPlan has already validated.
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -155,6 +157,35 @@ std::vector<TreePart> treeParts(uint64_t count, int nchannels);
 /// A plan with the request's identity and the buffer extents its collective defines, no lanes.
 Plan emptyPlan(const PlanRequest& request);
 
+/// Steps of an n = 1 collective that only copies Input to Output (none when in place).
+void appendSingleRankCopy(const PlanContext& ctx, Plan& plan);
+
+/// The frame of every builder: emptyPlan, then at n = 1 only appendSingleRankCopy (every
+/// collective is a copy there, so `addLanes` is not called); otherwise addLanes(ctx, part, plan)
+/// for each part of the message in order, appending that part's lanes.
+template <typename Part, typename AddLanes>
+Plan buildOverParts(const PlanContext& ctx, const std::vector<Part>& parts, AddLanes&& addLanes) {
+  Plan plan = emptyPlan(ctx.request());
+  if (ctx.nranks() == 1) {
+    appendSingleRankCopy(ctx, plan);
+    return plan;
+  }
+  for (const Part& part : parts) addLanes(ctx, part, plan);
+  return plan;
+}
+
+/// buildOverParts over channelParts with one lane per channel, which fillLane(ctx, part, lane)
+/// fills: the shape of most builders.
+template <typename FillLane>
+Plan buildLanePerChannel(const PlanContext& ctx, FillLane&& fillLane) {
+  return buildOverParts(ctx, channelParts(ctx.count(), ctx.request().nchannels),
+                        [&](const PlanContext& c, const ChannelPart& part, Plan& plan) {
+                          Lane lane{part.channel, {}};
+                          fillLane(c, part, lane);
+                          plan.lanes.push_back(std::move(lane));
+                        });
+}
+
 // ---- Builders, one family per file. Each serves the collectives algorithms.cc lists for it.
 
 Plan buildRingPlan(const PlanRequest& request);      // ring.cc
@@ -164,8 +195,5 @@ Plan buildRhdPlan(const PlanRequest& request);       // rhd.cc
 Plan buildRdPlan(const PlanRequest& request);        // rd.cc
 Plan buildDirectPlan(const PlanRequest& request);    // direct.cc
 Plan buildHierPlan(const PlanRequest& request);      // hier.cc
-
-/// Steps of an n = 1 collective that only copies Input to Output (none when in place).
-void appendSingleRankCopy(const PlanContext& ctx, Plan& plan);
 
 }  // namespace braid

@@ -74,7 +74,10 @@ void appendFold(const PlanContext& ctx, Lane& lane, BufferRef own, BufferRef acc
   }
 }
 
-void directLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane, uint64_t accBase) {
+/// The lane of one channel; when in place, its running sums use scratch chunk `part.channel` of
+/// accElems elements.
+void directLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane, uint64_t accElems) {
+  const uint64_t accBase = part.channel * accElems;
   const int rank = ctx.rank();
   const int root = ctx.request().root;
   const uint64_t count = ctx.count();
@@ -122,8 +125,10 @@ void directLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane, uin
   });
 }
 
-/// Whether this rank folds shares, and so needs a scratch accumulator when in place.
+/// Whether this rank folds shares, and so needs a scratch accumulator when in place (at n = 1 the
+/// plan only copies).
 bool folds(const PlanRequest& request) {
+  if (request.nranks == 1) return false;
   return request.coll == Collective::kAllReduce || request.coll == Collective::kReduceScatter ||
          (request.coll == Collective::kReduce && request.rank == request.root);
 }
@@ -132,20 +137,15 @@ bool folds(const PlanRequest& request) {
 
 Plan buildDirectPlan(const PlanRequest& request) {
   const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
-  if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-    return plan;
-  }
-  const std::vector<ChannelPart> parts = channelParts(request.count, request.nchannels);
-  const uint64_t accElems = std::min(ctx.chunkElems(), parts[0].span.len);  // part 0 is largest
-  for (const ChannelPart& part : parts) {
-    Lane lane{part.channel, {}};
-    directLane(ctx, part, lane, part.channel * accElems);
-    plan.lanes.push_back(std::move(lane));
-  }
+  // Channel 0's part is the largest.
+  const uint64_t accElems =
+      std::min(ctx.chunkElems(), evenPart(Span{0, request.count}, request.nchannels, 0).len);
+  auto fillLane = [accElems](const PlanContext& c, const ChannelPart& part, Lane& lane) {
+    directLane(c, part, lane, accElems);
+  };
+  Plan plan = buildLanePerChannel(ctx, fillLane);
   if (request.inPlace && folds(request)) {
-    plan.scratchBytes = parts.size() * accElems * request.elemSize;
+    plan.scratchBytes = request.nchannels * accElems * request.elemSize;
   }
   return plan;
 }

@@ -180,28 +180,18 @@ class HierRound {
   Lane& lane_;
 };
 
+void hierLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  const HostLayout layout(ctx.request(), part.channel % 2 == 1);
+  const uint64_t roundElems =
+      ctx.chunkElems() * uint64_t(layout.maxMembers) * uint64_t(layout.hosts());
+  forEachChunk(part.span, roundElems,
+               [&](Span round) { HierRound(ctx, layout, round, lane).build(); });
+}
+
 }  // namespace
 
 Plan buildHierPlan(const PlanRequest& request) {
-  const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
-  if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-    return plan;
-  }
-  for (const ChannelPart& part : channelParts(request.count, request.nchannels)) {
-    Lane lane;
-    lane.channel = part.channel;
-    const HostLayout layout(request, part.channel % 2 == 1);
-    const uint64_t roundElems =
-        ctx.chunkElems() * uint64_t(layout.maxMembers) * uint64_t(layout.hosts());
-    for (uint64_t off = 0; off < part.span.len; off += roundElems) {
-      const Span round{part.span.begin + off, std::min(roundElems, part.span.len - off)};
-      HierRound(ctx, layout, round, lane).build();
-    }
-    plan.lanes.push_back(std::move(lane));
-  }
-  return plan;
+  return buildLanePerChannel(PlanContext(request), hierLane);
 }
 
 }  // namespace braid

@@ -21,96 +21,85 @@ namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// One lane per (distance, channel): send to rank+s, receive from rank-s.
-void allToAllOutOfPlace(const PlanContext& ctx, Plan& plan) {
+// One channel's lanes: the local copy, then one lane per distance s: send to rank+s, receive
+// from rank-s.
+void allToAllOutOfPlace(const PlanContext& ctx, const ChannelPart& part, Plan& plan) {
   const int n = ctx.nranks();
   const int rank = ctx.rank();
   const uint64_t count = ctx.count();
-  for (const ChannelPart& part : channelParts(count, ctx.request().nchannels)) {
-    Lane local;
-    local.channel = part.channel;
-    ctx.appendCopy(local, ctx.in(rank * count + part.span.begin),
-                   ctx.out(rank * count + part.span.begin), part.span.len);
-    plan.lanes.push_back(std::move(local));
-    for (int s = 1; s < n; ++s) {
-      const int to = mod(rank + s, n);
-      const int from = mod(rank - s, n);
-      Lane lane;
-      lane.channel = part.channel;
-      forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
-        lane.steps.push_back(makeSendRecv(to, ctx.in(to * count + c.begin), ctx.bytes(c.len), from,
-                                          ctx.out(from * count + c.begin), ctx.bytes(c.len)));
-      });
-      plan.lanes.push_back(std::move(lane));
-    }
+  Lane local;
+  local.channel = part.channel;
+  ctx.appendCopy(local, ctx.in(rank * count + part.span.begin),
+                 ctx.out(rank * count + part.span.begin), part.span.len);
+  plan.lanes.push_back(std::move(local));
+  for (int s = 1; s < n; ++s) {
+    const int to = mod(rank + s, n);
+    const int from = mod(rank - s, n);
+    Lane lane;
+    lane.channel = part.channel;
+    forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
+      lane.steps.push_back(makeSendRecv(to, ctx.in(to * count + c.begin), ctx.bytes(c.len), from,
+                                        ctx.out(from * count + c.begin), ctx.bytes(c.len)));
+    });
+    plan.lanes.push_back(std::move(lane));
   }
 }
 
-// One lane per (pair of distances {s, n-s}, channel); see the narrative above.
-void allToAllInPlace(const PlanContext& ctx, Plan& plan) {
+// One channel's lanes, one per pair of distances {s, n-s}; see the narrative above. Lane s uses
+// scratch block s-1.
+void allToAllInPlace(const PlanContext& ctx, const ChannelPart& part, Plan& plan) {
   const int n = ctx.nranks();
   const int rank = ctx.rank();
   const uint64_t count = ctx.count();
   const int pairs = n / 2;
-  plan.scratchBytes = static_cast<uint64_t>(pairs) * count * ctx.elemSize();
-  for (const ChannelPart& part : channelParts(count, ctx.request().nchannels)) {
-    for (int s = 1; s <= pairs; ++s) {
-      const int up = mod(rank + s, n);
-      const int down = mod(rank - s, n);
-      const uint64_t saved = (s - 1) * count;  // this lane's scratch block
-      Lane lane;
-      lane.channel = part.channel;
-      // Sends block srcBlock of srcBuf to `to` while receiving the block of `from` into Output.
-      auto exchange = [&](int to, BufferId srcBuf, uint64_t srcBlock, int from) {
-        forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
-          lane.steps.push_back(makeSendRecv(to, ctx.at(srcBuf, srcBlock + c.begin),
-                                            ctx.bytes(c.len), from, ctx.out(from * count + c.begin),
-                                            ctx.bytes(c.len)));
-        });
-      };
-      if (up == down) {  // s = n/2: one partner, the same block goes and comes
-        ctx.appendCopy(lane, ctx.in(up * count + part.span.begin), ctx.scr(saved + part.span.begin),
-                       part.span.len);
-        exchange(up, BufferId::kScratch, saved, up);
-      } else {
-        ctx.appendCopy(lane, ctx.in(down * count + part.span.begin),
-                       ctx.scr(saved + part.span.begin), part.span.len);
-        exchange(up, BufferId::kInput, up * count, down);
-        exchange(down, BufferId::kScratch, saved, up);
-      }
-      plan.lanes.push_back(std::move(lane));
+  for (int s = 1; s <= pairs; ++s) {
+    const int up = mod(rank + s, n);
+    const int down = mod(rank - s, n);
+    const uint64_t saved = (s - 1) * count;  // this lane's scratch block
+    Lane lane;
+    lane.channel = part.channel;
+    // Sends block srcBlock of srcBuf to `to` while receiving the block of `from` into Output.
+    auto exchange = [&](int to, BufferId srcBuf, uint64_t srcBlock, int from) {
+      forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
+        lane.steps.push_back(makeSendRecv(to, ctx.at(srcBuf, srcBlock + c.begin), ctx.bytes(c.len),
+                                          from, ctx.out(from * count + c.begin), ctx.bytes(c.len)));
+      });
+    };
+    if (up == down) {  // s = n/2: one partner, the same block goes and comes
+      ctx.appendCopy(lane, ctx.in(up * count + part.span.begin), ctx.scr(saved + part.span.begin),
+                     part.span.len);
+      exchange(up, BufferId::kScratch, saved, up);
+    } else {
+      ctx.appendCopy(lane, ctx.in(down * count + part.span.begin), ctx.scr(saved + part.span.begin),
+                     part.span.len);
+      exchange(up, BufferId::kInput, up * count, down);
+      exchange(down, BufferId::kScratch, saved, up);
     }
+    plan.lanes.push_back(std::move(lane));
   }
 }
 
-void pointToPoint(const PlanContext& ctx, Plan& plan) {
+void pointToPoint(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const int peer = ctx.request().peer;
   const bool send = ctx.request().coll == Collective::kSend;
-  for (const ChannelPart& part : channelParts(ctx.count(), ctx.request().nchannels)) {
-    Lane lane;
-    lane.channel = part.channel;
-    forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
-      lane.steps.push_back(send ? makeSend(peer, ctx.in(c.begin), ctx.bytes(c.len))
-                                : makeRecv(peer, ctx.out(c.begin), ctx.bytes(c.len)));
-    });
-    plan.lanes.push_back(std::move(lane));
-  }
+  forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
+    lane.steps.push_back(send ? makeSend(peer, ctx.in(c.begin), ctx.bytes(c.len))
+                              : makeRecv(peer, ctx.out(c.begin), ctx.bytes(c.len)));
+  });
 }
 
 }  // namespace
 
 Plan buildPairwisePlan(const PlanRequest& request) {
   const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
+  // A point-to-point request always has two ranks or more (its peer is another rank).
   if (request.coll == Collective::kSend || request.coll == Collective::kRecv) {
-    pointToPoint(ctx, plan);
-  } else if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-  } else if (request.inPlace) {
-    allToAllInPlace(ctx, plan);
-  } else {
-    allToAllOutOfPlace(ctx, plan);
+    return buildLanePerChannel(ctx, pointToPoint);
   }
+  const std::vector<ChannelPart> parts = channelParts(request.count, request.nchannels);
+  if (!request.inPlace) return buildOverParts(ctx, parts, allToAllOutOfPlace);
+  Plan plan = buildOverParts(ctx, parts, allToAllInPlace);
+  plan.scratchBytes = static_cast<uint64_t>(request.nranks / 2) * request.count * request.elemSize;
   return plan;
 }
 

@@ -129,27 +129,20 @@ void rdAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   }
 }
 
+// An empty part gets no steps: rdAllReduce's skewed rounds start from the part's first chunk.
+void rdLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  if (part.span.len == 0) return;
+  if (ctx.request().coll == Collective::kAllReduce) {
+    rdAllReduce(ctx, part, lane);
+  } else {
+    rdAllGather(ctx, part, lane);
+  }
+}
+
 }  // namespace
 
 Plan buildRdPlan(const PlanRequest& request) {
-  const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
-  if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-    return plan;
-  }
-  for (const ChannelPart& part : channelParts(request.count, request.nchannels)) {
-    Lane lane{part.channel, {}};
-    if (part.span.len > 0) {
-      if (request.coll == Collective::kAllReduce) {
-        rdAllReduce(ctx, part, lane);
-      } else {
-        rdAllGather(ctx, part, lane);
-      }
-    }
-    plan.lanes.push_back(std::move(lane));
-  }
-  return plan;
+  return buildLanePerChannel(PlanContext(request), rdLane);
 }
 
 }  // namespace braid

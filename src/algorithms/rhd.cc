@@ -190,22 +190,15 @@ void rhReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane
 }  // namespace
 
 Plan buildRhdPlan(const PlanRequest& request) {
-  const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
-  if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-    return plan;
-  }
   uint64_t scratchBlocks = 0;
-  for (const ChannelPart& part : channelParts(request.count, request.nchannels)) {
-    Lane lane{part.channel, {}};
+  auto fillLane = [&](const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
     if (request.coll == Collective::kAllReduce) {
       rhdAllReduce(ctx, part, lane);
     } else {
       rhReduceScatter(ctx, part, lane, scratchBlocks);
     }
-    plan.lanes.push_back(std::move(lane));
-  }
+  };
+  Plan plan = buildLanePerChannel(PlanContext(request), fillLane);
   plan.scratchBytes = scratchBlocks * request.count * request.elemSize;
   return plan;
 }

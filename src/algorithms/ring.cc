@@ -22,20 +22,25 @@ namespace braid {
 
 namespace {
 
-RingOrder ringFor(const PlanRequest& request, int channel) {
-  return RingOrder(request, channel % 2 == 1);
-}
+// The ring of one channel (odd channels run it backwards), this rank's position on it and its
+// neighbours.
+struct RingSeat {
+  RingSeat(const PlanContext& ctx, int channel)
+      : ring(ctx.request(), channel % 2 == 1),
+        pos(ring.posOf(ctx.rank())),
+        next(ring.rankAt(pos + 1)),
+        prev(ring.rankAt(pos - 1)) {}
+  RingOrder ring;
+  int pos;
+  int next;
+  int prev;
+};
 
 void ringAllReduce(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const int n = ctx.nranks();
-  const RingOrder ring = ringFor(ctx.request(), part.channel);
-  const int p = ring.posOf(ctx.rank());
-  const int next = ring.rankAt(p + 1);
-  const int prev = ring.rankAt(p - 1);
-  const uint64_t roundElems = ctx.chunkElems() * n;
+  const auto [ring, p, next, prev] = RingSeat(ctx, part.channel);
   auto push = [&](Step s) { lane.steps.push_back(s); };
-  for (uint64_t off = 0; off < part.span.len; off += roundElems) {
-    const Span round{part.span.begin + off, std::min(roundElems, part.span.len - off)};
+  forEachChunk(part.span, ctx.chunkElems() * n, [&](Span round) {
     // Block j of the round belongs to ring position j; a block of a short round may be empty, and
     // then it is empty on every rank, so skipping its steps keeps both ends of each transfer
     // paired.
@@ -59,16 +64,13 @@ void ringAllReduce(const PlanContext& ctx, const ChannelPart& part, Lane& lane) 
     }
     b = block(p + 2);
     if (b.len) push(makeRecv(prev, ctx.out(b.begin), ctx.bytes(b.len)));
-  }
+  });
 }
 
 void ringBroadcast(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const int n = ctx.nranks();
-  const RingOrder ring = ringFor(ctx.request(), part.channel);
-  const int p = ring.posOf(ctx.rank());
+  const auto [ring, p, next, prev] = RingSeat(ctx, part.channel);
   const int link = ((p - ring.posOf(ctx.request().root)) % n + n) % n;  // 0 = root
-  const int next = ring.rankAt(p + 1);
-  const int prev = ring.rankAt(p - 1);
   forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
     const uint32_t bytes = ctx.bytes(c.len);
     if (link == 0) {
@@ -85,12 +87,9 @@ void ringBroadcast(const PlanContext& ctx, const ChannelPart& part, Lane& lane) 
 
 void ringReduce(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const int n = ctx.nranks();
-  const RingOrder ring = ringFor(ctx.request(), part.channel);
-  const int p = ring.posOf(ctx.rank());
+  const auto [ring, p, next, prev] = RingSeat(ctx, part.channel);
   // The chain starts right after the root and ends at it: link n-1 is the root.
   const int link = ((p - ring.posOf(ctx.request().root) - 1) % n + n) % n;
-  const int next = ring.rankAt(p + 1);
-  const int prev = ring.rankAt(p - 1);
   forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
     const uint32_t bytes = ctx.bytes(c.len);
     if (link == 0) {
@@ -108,10 +107,7 @@ void ringReduce(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
 void ringAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const int n = ctx.nranks();
   const uint64_t count = ctx.count();
-  const RingOrder ring = ringFor(ctx.request(), part.channel);
-  const int p = ring.posOf(ctx.rank());
-  const int next = ring.rankAt(p + 1);
-  const int prev = ring.rankAt(p - 1);
+  const auto [ring, p, next, prev] = RingSeat(ctx, part.channel);
   forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
     const uint32_t bytes = ctx.bytes(c.len);
     auto dst = [&](int owner) { return ctx.out(owner * count + c.begin); };
@@ -130,10 +126,7 @@ void ringAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) 
 void ringReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const int n = ctx.nranks();
   const uint64_t count = ctx.count();
-  const RingOrder ring = ringFor(ctx.request(), part.channel);
-  const int p = ring.posOf(ctx.rank());
-  const int next = ring.rankAt(p + 1);
-  const int prev = ring.rankAt(p - 1);
+  const auto [ring, p, next, prev] = RingSeat(ctx, part.channel);
   forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
     const uint32_t bytes = ctx.bytes(c.len);
     auto src = [&](int owner) { return ctx.in(owner * count + c.begin); };
@@ -149,29 +142,21 @@ void ringReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& la
   });
 }
 
+void ringLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  switch (ctx.request().coll) {
+    case Collective::kAllReduce: ringAllReduce(ctx, part, lane); break;
+    case Collective::kBroadcast: ringBroadcast(ctx, part, lane); break;
+    case Collective::kReduce: ringReduce(ctx, part, lane); break;
+    case Collective::kAllGather: ringAllGather(ctx, part, lane); break;
+    case Collective::kReduceScatter: ringReduceScatter(ctx, part, lane); break;
+    default: break;  // not in the ring's catalogue entry
+  }
+}
+
 }  // namespace
 
 Plan buildRingPlan(const PlanRequest& request) {
-  const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
-  if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-    return plan;
-  }
-  for (const ChannelPart& part : channelParts(request.count, request.nchannels)) {
-    Lane lane;
-    lane.channel = part.channel;
-    switch (request.coll) {
-      case Collective::kAllReduce: ringAllReduce(ctx, part, lane); break;
-      case Collective::kBroadcast: ringBroadcast(ctx, part, lane); break;
-      case Collective::kReduce: ringReduce(ctx, part, lane); break;
-      case Collective::kAllGather: ringAllGather(ctx, part, lane); break;
-      case Collective::kReduceScatter: ringReduceScatter(ctx, part, lane); break;
-      default: break;  // not in the ring's catalogue entry
-    }
-    plan.lanes.push_back(std::move(lane));
-  }
-  return plan;
+  return buildLanePerChannel(PlanContext(request), ringLane);
 }
 
 }  // namespace braid

@@ -46,13 +46,13 @@ void addChildren(Step& s, const std::vector<int>& children, bool recv, bool send
   }
 }
 
-void treeAllReduce(const PlanContext& ctx, Plan& plan) {
+Plan treeAllReduce(const PlanContext& ctx) {
   const int n = ctx.nranks();
   const RingOrder order(ctx.request(), false);
   std::vector<int> rankOfMember(n);
   for (int x = 0; x < n; ++x) rankOfMember[x] = order.rankAt(x);
   const int me = order.posOf(ctx.rank());
-  for (const TreePart& part : treeParts(ctx.count(), ctx.request().nchannels)) {
+  auto addLanes = [&](const PlanContext&, const TreePart& part, Plan& plan) {
     const BinaryTree tree = binaryTree(n, part.variant);
     const TreeSeat seat = seatOf(tree, me, rankOfMember);
     const std::vector<int>& kids = seat.children;
@@ -79,11 +79,12 @@ void treeAllReduce(const PlanContext& ctx, Plan& plan) {
     });
     plan.lanes.push_back(std::move(up));
     plan.lanes.push_back(std::move(down));
-  }
+  };
+  return buildOverParts(ctx, treeParts(ctx.count(), ctx.request().nchannels), addLanes);
 }
 
 // Broadcast (down = true) or reduce over trees of the other ranks, hung below the root.
-void treeRooted(const PlanContext& ctx, Plan& plan, bool down) {
+Plan treeRooted(const PlanContext& ctx, bool down) {
   const int n = ctx.nranks();
   const int root = ctx.request().root;
   const RingOrder order(ctx.request(), false);
@@ -91,7 +92,7 @@ void treeRooted(const PlanContext& ctx, Plan& plan, bool down) {
   std::vector<int> rankOfMember(n - 1);
   for (int m = 0; m < n - 1; ++m) rankOfMember[m] = order.rankAt(rootPos + 1 + m);
   const int me = ((order.posOf(ctx.rank()) - rootPos - 1) % n + n) % n;  // n-1: the root
-  for (const TreePart& part : treeParts(ctx.count(), ctx.request().nchannels)) {
+  auto addLane = [&](const PlanContext&, const TreePart& part, Plan& plan) {
     const BinaryTree tree = binaryTree(n - 1, part.variant);
     const int top = rankOfMember[tree.root];
     TreeSeat seat;
@@ -129,22 +130,16 @@ void treeRooted(const PlanContext& ctx, Plan& plan, bool down) {
       lane.steps.push_back(s);
     });
     plan.lanes.push_back(std::move(lane));
-  }
+  };
+  return buildOverParts(ctx, treeParts(ctx.count(), ctx.request().nchannels), addLane);
 }
 
 }  // namespace
 
 Plan buildTreePlan(const PlanRequest& request) {
   const PlanContext ctx(request);
-  Plan plan = emptyPlan(request);
-  if (request.nranks == 1) {
-    appendSingleRankCopy(ctx, plan);
-  } else if (request.coll == Collective::kAllReduce) {
-    treeAllReduce(ctx, plan);
-  } else {
-    treeRooted(ctx, plan, request.coll == Collective::kBroadcast);
-  }
-  return plan;
+  if (request.coll == Collective::kAllReduce) return treeAllReduce(ctx);
+  return treeRooted(ctx, request.coll == Collective::kBroadcast);
 }
 
 }  // namespace braid
