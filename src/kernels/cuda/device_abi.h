@@ -11,12 +11,7 @@
 
 #include "algorithms/plan.h"
 #include "fifo/fifo.h"
-
-#ifdef __CUDACC__
-#define BRAID_HOST_DEVICE __host__ __device__
-#else
-#define BRAID_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace braid::gpu {
 
