@@ -1,6 +1,6 @@
 // The CPU kernels compiled for AVX-512 F/BW/VL/DQ (512-bit vectors); see reduce_kernels_impl.h.
 // Every header the loops use is included before the target pragma so that its inline
-// functions keep the baseline target.
+// functions keep the baseline target; reduce_kernels_impl.h says why kernels/reduce_ops.h is not.
 #include <immintrin.h>
 
 #include <cstddef>

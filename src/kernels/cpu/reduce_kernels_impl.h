@@ -5,7 +5,11 @@
 // opens `#pragma GCC target(...)` and then includes this file. Everything here has internal
 // linkage, so the linker can never pick a wide-ISA copy of a function for a caller on a narrower
 // CPU; the shared headers come before the pragma for the same reason (their inline functions stay
-// baseline and are inlined into the wider loops, which GCC allows).
+// baseline and are inlined into the wider loops, which GCC allows). The one exception is
+// kernels/reduce_ops.h, the element operators shared with the CUDA kernels, included below: they
+// are applied to vectors of the level's width and must be compiled for it (a baseline body gives
+// their comparisons a type that AVX-512 code then takes apart lane by lane), and they are always
+// inlined, so no wide-ISA copy of them exists.
 //
 // Plain loops are left to GCC's auto-vectoriser (checked with -fopt-info-vec, by disassembly and
 // in reduce_benchmark.cc). `#pragma GCC ivdep` is correct because dst may alias a source only
@@ -20,6 +24,8 @@
 #if !defined(BRAID_KERNEL_LEVEL) || !defined(BRAID_KERNEL_WIDTH)
 #error "define BRAID_KERNEL_LEVEL and BRAID_KERNEL_WIDTH before including reduce_kernels_impl.h"
 #endif
+
+#include "kernels/reduce_ops.h"
 
 namespace braid::kernels::BRAID_KERNEL_LEVEL {
 namespace {
@@ -39,62 +45,9 @@ inline void storeAt(std::byte* p, size_t i, T x) {
   std::memcpy(p + i * sizeof(T), &x, sizeof(T));
 }
 
-// ---- Element operations. T is an integer, a float, or (for float16 vectors) a GCC vector of
-// floats: the float branches use only operators that GCC vector types also have.
+// ---- Element operations: SumOp, ProdOp, MaxOp, MinOp and avgDivide (kernels/reduce_ops.h).
 
-struct SumOp {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;  // wraps instead of overflowing
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    } else {
-      return a + b;
-    }
-  }
-};
-
-struct ProdOp {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      // At least unsigned int, so that narrow types do not promote to (overflowing) signed int.
-      using W = decltype(std::make_unsigned_t<T>() * 1u);
-      return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
-    } else {
-      return a * b;
-    }
-  }
-};
-
-// IEEE fmax/fmin: a NaN operand loses to a number. The first select is what MAXPS/MINPS compute
-// (b when unordered); the second puts a back where b is the NaN.
-struct MaxOp {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return a < b ? b : a;
-    } else {
-      T m = a > b ? a : b;
-      return b != b ? a : m;
-    }
-  }
-};
-
-struct MinOp {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return b < a ? b : a;
-    } else {
-      T m = a < b ? a : b;
-      return b != b ? a : m;
-    }
-  }
-};
-
-// ---- Post-operations, applied to each combined element before it is stored.
-
+/// The post-operation of every combination but Avg's last.
 struct NoPost {
   template <class V>
   V operator()(V x) const {
@@ -102,41 +55,19 @@ struct NoPost {
   }
 };
 
-/// Floats: divide in the compute precision (float for float16/bfloat16).
+/// Avg's last combination: the division by nranks in the compute type S.
 template <class S>
-struct DivideFloat {
-  S n;
+struct AvgPost {
+  AvgDivisor<S> divisor;
   template <class V>
   V operator()(V x) const {
-    return x / n;
+    return avgDivide<S>(x, divisor);
   }
 };
 
-/// Integers: truncating division as C computes `x / nranks` (narrow types promote to int,
-/// unsigned types divide unsigned). Up to 32 bits the quotient goes through double, which
-/// vectorises where integer division does not and is exact: a non-integral x/n lies at least 1/n
-/// from an integer, far more than half a double ulp of a quotient below 2^32, so truncating the
-/// rounded quotient gives the true one.
-template <class T>
-struct DivideInt {
-  int n;
-  double dn;
-  T operator()(T x) const {
-    if constexpr (sizeof(T) <= 4) {
-      return static_cast<T>(static_cast<double>(x) / dn);
-    } else {
-      return static_cast<T>(x / n);
-    }
-  }
-};
-
-template <class T>
-auto divider(int nranks) {
-  if constexpr (std::is_integral_v<T>) {
-    return DivideInt<T>{nranks, static_cast<double>(nranks)};
-  } else {
-    return DivideFloat<T>{static_cast<T>(nranks)};
-  }
+template <class S>
+AvgPost<S> avgPost(int nranks) {
+  return {static_cast<AvgDivisor<S>>(nranks)};
 }
 
 // ---- Native element types (integers, float, double).
@@ -316,12 +247,12 @@ void reduceKernel(void* dst, const void* a, const void* b, size_t n, int /*nrank
 
 template <class T>
 void avgFinalKernel(void* dst, const void* a, const void* b, size_t n, int nranks) {
-  binaryAny<T, SumOp>(dst, a, b, n, divider<ComputeOf<T>>(nranks));
+  binaryAny<T, SumOp>(dst, a, b, n, avgPost<ComputeOf<T>>(nranks));
 }
 
 template <class T>
 void avgFinalizeKernel(void* dst, const void* src, size_t n, int nranks) {
-  unaryAny<T>(dst, src, n, divider<ComputeOf<T>>(nranks));
+  unaryAny<T>(dst, src, n, avgPost<ComputeOf<T>>(nranks));
 }
 
 template <size_t kElemBytes>

@@ -93,13 +93,13 @@ template <class Ty, class Op>
 __device__ inline typename Ty::Storage combineOne(typename Ty::Storage acc, typename Ty::Storage x,
                                                   bool divide, int nranks) {
   auto v = Op::apply(Ty::load(acc), Ty::load(x));
-  if (divide) v = divideBy(v, nranks);
+  if (divide) v = avgDivide<typename Ty::Compute>(v, nranks);
   return Ty::store(v);
 }
 
 template <class Ty>
 __device__ inline typename Ty::Storage finalizeOne(typename Ty::Storage x, int nranks) {
-  return Ty::store(divideBy(Ty::load(x), nranks));
+  return Ty::store(avgDivide<typename Ty::Compute>(Ty::load(x), nranks));
 }
 
 template <class S>

@@ -1,21 +1,17 @@
-// Element semantics of the CUDA kernels; they match the CPU kernels (src/kernels/cpu/reduce.h)
-// bit for bit except for the payload of NaNs:
-// - integers wrap (computed in the unsigned type of the same width, products in at least
-//   unsigned int so that narrow types never overflow a signed int);
-// - float16 and bfloat16 are widened to float32, combined and rounded to nearest even once per
-//   combination (the CPU kernels round once per reduce call, which is the same thing);
-// - Max/Min are IEEE fmax/fmin: a NaN operand loses to a number;
-// - Avg combines like Sum; the final combination divides by nranks (truncating for integers, in
-//   float32 for the 16-bit types).
+// Types and operators of the CUDA kernels. The element operators are the CPU kernels' own
+// (kernels/reduce_ops.h), so both give the same bits except for the payload of NaNs; here each
+// datatype gets its storage and compute types, float16 and bfloat16 widened to float32 and rounded
+// back to nearest even once per combination (the CPU kernels round once per reduce call, which is
+// the same thing).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "braid.h"
+#include "kernels/reduce_ops.h"
 
 namespace braid::gpu {
 
@@ -46,66 +42,12 @@ struct Bfloat16Type {
   }
 };
 
-struct SumOp {
-  template <class T>
-  __device__ static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    } else {
-      return a + b;
-    }
-  }
-};
-
-struct ProdOp {
-  template <class T>
-  __device__ static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using W = decltype(std::make_unsigned_t<T>() * 1u);
-      return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
-    } else {
-      return a * b;
-    }
-  }
-};
-
-// The same selects as the CPU kernels, so NaN and signed-zero cases agree.
-struct MaxOp {
-  template <class T>
-  __device__ static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return a < b ? b : a;
-    } else {
-      T m = a > b ? a : b;
-      return b != b ? a : m;
-    }
-  }
-};
-
-struct MinOp {
-  template <class T>
-  __device__ static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return b < a ? b : a;
-    } else {
-      T m = a < b ? a : b;
-      return b != b ? a : m;
-    }
-  }
-};
-
-/// Avg's division, applied to the final combination only.
-template <class T>
-__device__ inline T divideBy(T x, int n) {
-  if constexpr (std::is_integral_v<T>) {
-    // As C computes x / n with n an int: narrow types promote to int, the rest keep their type.
-    using P = decltype(x + 0);
-    return static_cast<T>(static_cast<P>(x) / static_cast<P>(n));
-  } else {
-    return x / static_cast<T>(n);
-  }
-}
+// The element operators, shared with the CPU kernels.
+using kernels::avgDivide;
+using kernels::MaxOp;
+using kernels::MinOp;
+using kernels::ProdOp;
+using kernels::SumOp;
 
 /// Calls f.template operator()<Type>() with the type traits of `type`; false for unknown types.
 template <class F>

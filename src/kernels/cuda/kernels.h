@@ -1,6 +1,6 @@
 // Stand-alone CUDA copy and reduce kernels over device memory, for every datatype x op, with the
-// element semantics of the CPU kernels (device_ops.cuh). The device executor uses the same loops
-// inside its blocks; these entry points serve the micro-benchmarks and the kernel tests.
+// element operators of the CPU kernels (kernels/reduce_ops.h). The device executor uses the same
+// loops inside its blocks; these entry points serve the micro-benchmarks and the kernel tests.
 #pragma once
 
 #include <cstddef>
