@@ -9,7 +9,6 @@
  *      -Wl,-rpath,build/compat/nccl -o nccl_allreduce
  */
 #include <nccl.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -18,14 +17,14 @@
 #define NRANKS 2
 #define COUNT 1024
 
-#define NCCL_CHECK(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess) {                                                            \
-      fprintf(stderr, "%s failed: %s (%s)\n", #call, ncclGetErrorString(r_),            \
-              ncclGetLastError(NULL));                                                  \
-      exit(1);                                                                          \
-    }                                                                                   \
+#define NCCL_CHECK(call)                                                     \
+  do {                                                                       \
+    ncclResult_t r_ = (call);                                                \
+    if (r_ != ncclSuccess) {                                                 \
+      fprintf(stderr, "%s failed: %s (%s)\n", #call, ncclGetErrorString(r_), \
+              ncclGetLastError(NULL));                                       \
+      exit(1);                                                               \
+    }                                                                        \
   } while (0)
 
 static int runRank(int rank, ncclUniqueId id) {
@@ -35,7 +34,7 @@ static int runRank(int rank, ncclUniqueId id) {
   for (int i = 0; i < COUNT; ++i) data[i] = (float)(rank + 1) * i;
   NCCL_CHECK(ncclAllReduce(data, data, COUNT, ncclFloat, ncclSum, comm, NULL));
   int bad = 0;
-  for (int i = 0; i < COUNT; ++i) bad += data[i] != 3.0f * i;  /* (1 + 2) * i */
+  for (int i = 0; i < COUNT; ++i) bad += data[i] != 3.0f * i; /* (1 + 2) * i */
   if (rank == 0) {
     printf("rank 0: data[%d] = %g, %d wrong elements\n", COUNT - 1, data[COUNT - 1], bad);
     fflush(stdout); /* the child leaves with _exit, which does not flush */
@@ -50,8 +49,8 @@ int main(void) {
   NCCL_CHECK(ncclGetVersion(&version));
   printf("NCCL API %d (library: libnccl.so.2 from Braid)\n", version);
   ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));  /* this process hosts the rendezvous */
-  fflush(stdout);                    /* or the children would inherit the buffered line */
+  NCCL_CHECK(ncclGetUniqueId(&id)); /* this process hosts the rendezvous */
+  fflush(stdout);                   /* or the children would inherit the buffered line */
   for (int rank = 0; rank < NRANKS; ++rank) {
     if (fork() == 0) _exit(runRank(rank, id));
   }

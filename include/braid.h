@@ -170,15 +170,15 @@ BRAID_API braidResult_t braidGroupEnd(void);
 
 /** Per-communicator settings that take precedence over the environment. */
 typedef struct {
-  size_t size;                  /**< sizeof(braidConfig_t): lets the struct grow compatibly */
-  const char* const* settings;  /**< NULL-terminated "BRAID_NAME=value" strings, or NULL */
+  size_t size;                 /**< sizeof(braidConfig_t): lets the struct grow compatibly */
+  const char* const* settings; /**< NULL-terminated "BRAID_NAME=value" strings, or NULL */
 } braidConfig_t;
-#define BRAID_CONFIG_INITIALIZER {sizeof(braidConfig_t), NULL}
+#define BRAID_CONFIG_INITIALIZER \
+  { sizeof(braidConfig_t), NULL }
 
 /** braidCommInitRank with settings that override the environment (config may be NULL). */
-BRAID_API braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks,
-                                                braidUniqueId commId, int rank,
-                                                const braidConfig_t* config);
+BRAID_API braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUniqueId commId,
+                                                int rank, const braidConfig_t* config);
 /** braidCommInitAll with settings that override the environment (config may be NULL). */
 BRAID_API braidResult_t braidCommInitAllConfig(braidComm_t* comms, int ndev, const int* devlist,
                                                const braidConfig_t* config);

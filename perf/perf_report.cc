@@ -133,8 +133,7 @@ std::string formatAlgoCells(const std::vector<std::string>& algorithms,
   return out;
 }
 
-void RegretSummary::add(const std::string& row, const std::vector<double>& times,
-                        size_t chosen) {
+void RegretSummary::add(const std::string& row, const std::vector<double>& times, size_t chosen) {
   for (Row& r : rows_) {
     if (r.key != row) continue;
     for (size_t i = 0; i < times.size() && i < r.best.size(); ++i) {
@@ -188,8 +187,8 @@ std::string RegretSummary::format(const std::string& title, double reportAbove) 
   std::string out = perf::format(
       "# %s over %zu sizes (fastest of the cycles): geometric mean %.1f%%, max %.1f%% "
       "(size %s); the choice was the fastest at %zu\n",
-      title.c_str(), rows_.size(), 100.0 * geometricMean(), 100.0 * max(),
-      rows_[worst].key.c_str(), bestChoices);
+      title.c_str(), rows_.size(), 100.0 * geometricMean(), 100.0 * max(), rows_[worst].key.c_str(),
+      bestChoices);
   for (const Row& r : rows_) {
     const double regret = rowRegret(r.best, r.chosen);
     if (regret <= reportAbove) continue;
@@ -208,14 +207,14 @@ std::string RegretSummary::format(const std::string& title, double reportAbove) 
 std::string formatTuneColumnHeader() {
   return format("# %10s  %12s  %8s  %6s  %6s  %-16s  %7s  %-16s  %7s  %7s\n", "size", "count",
                 "type", "redop", "root", "fastest", "time", "tuner", "time", "regret") +
-         format("# %10s  %12s  %8s  %6s  %6s  %-16s  %7s  %-16s  %7s  %7s\n", "(B)",
-                "(elements)", "", "", "", "(algo/chunk/ch)", "(us)", "(choice)", "(us)", "(%)");
+         format("# %10s  %12s  %8s  %6s  %6s  %-16s  %7s  %-16s  %7s  %7s\n", "(B)", "(elements)",
+                "", "", "", "(algo/chunk/ch)", "(us)", "(choice)", "(us)", "(%)");
 }
 
 std::string formatTuneCells(const std::string& best, double bestUs, const std::string& tuner,
                             double tunerUs) {
-  std::string out = format("  %-16s  ", best.c_str()) + formatTime(bestUs) +
-                    format("  %-16s  ", tuner.c_str());
+  std::string out =
+      format("  %-16s  ", best.c_str()) + formatTime(bestUs) + format("  %-16s  ", tuner.c_str());
   if (tunerUs < 0) return out + format("%7s  %7s", "-", "-");
   return out + formatTime(tunerUs) +
          format("  %7.1f", bestUs > 0 ? 100.0 * (tunerUs / bestUs - 1.0) : 0.0);

@@ -54,8 +54,8 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
 
 bool isCollectiveName(const std::string& name) {
   static const std::array<std::string_view, 10> kNames = {
-      "allreduce", "broadcast",  "reduce",         "allgather",      "reducescatter",
-      "alltoall",  "all_reduce", "all_gather",     "reduce_scatter", "all_to_all"};
+      "allreduce", "broadcast",  "reduce",     "allgather",      "reducescatter",
+      "alltoall",  "all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
   return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
 }
 
@@ -140,10 +140,10 @@ std::string translateAlgo(std::string_view value, std::string* out,
 
 std::string translateDebugSubsys(std::string_view value, std::string* out) {
   static const std::map<std::string, std::string> kMap = {
-      {"INIT", "INIT"},       {"COLL", "COLL"},    {"P2P", "P2P"},     {"SHM", "SHM"},
-      {"NET", "NET"},         {"GRAPH", "TOPO"},   {"TUNING", "TUNE"}, {"BOOTSTRAP", "BOOT"},
-      {"ALLOC", "ALLOC"},     {"ALL", "ALL"},      {"ENV", "INIT"},    {"CALL", "COLL"},
-      {"PROXY", "NET"},       {"REG", "ALLOC"},    {"NVLS", "CUDA"},   {"PROFILE", ""},
+      {"INIT", "INIT"},   {"COLL", "COLL"},  {"P2P", "P2P"},     {"SHM", "SHM"},
+      {"NET", "NET"},     {"GRAPH", "TOPO"}, {"TUNING", "TUNE"}, {"BOOTSTRAP", "BOOT"},
+      {"ALLOC", "ALLOC"}, {"ALL", "ALL"},    {"ENV", "INIT"},    {"CALL", "COLL"},
+      {"PROXY", "NET"},   {"REG", "ALLOC"},  {"NVLS", "CUDA"},   {"PROFILE", ""},
       {"RAS", ""},
   };
   std::string v = upper(trim(value));
@@ -154,8 +154,7 @@ std::string translateDebugSubsys(std::string_view value, std::string* out) {
     if (token.empty()) continue;
     auto it = kMap.find(token);
     if (it == kMap.end()) return "NCCL_DEBUG_SUBSYS: unknown subsystem '" + token + "'";
-    if (!it->second.empty() &&
-        std::find(kept.begin(), kept.end(), it->second) == kept.end()) {
+    if (!it->second.empty() && std::find(kept.begin(), kept.end(), it->second) == kept.end()) {
       kept.push_back(it->second);
     }
   }
@@ -174,8 +173,7 @@ std::string translateNetName(std::string_view netName, std::string* transport) {
   return "";
 }
 
-std::string translateEnvironment(const std::vector<std::string>& environment,
-                                 EnvTranslation* out) {
+std::string translateEnvironment(const std::vector<std::string>& environment, EnvTranslation* out) {
   std::map<std::string, std::string> env;
   for (const std::string& entry : environment) {
     const size_t eq = entry.find('=');
@@ -249,8 +247,8 @@ std::string translateEnvironment(const std::vector<std::string>& environment,
   // Transport switches become one BRAID_TRANSPORT exclusion list.
   std::vector<std::string> excluded;
   std::vector<std::string> transportVars;
-  const std::array<std::pair<std::string_view, std::string_view>, 3> kDisable = {{
-      {"NCCL_P2P_DISABLE", "p2p"}, {"NCCL_SHM_DISABLE", "shm"}, {"NCCL_IB_DISABLE", "ib"}}};
+  const std::array<std::pair<std::string_view, std::string_view>, 3> kDisable = {
+      {{"NCCL_P2P_DISABLE", "p2p"}, {"NCCL_SHM_DISABLE", "shm"}, {"NCCL_IB_DISABLE", "ib"}}};
   for (const auto& [name, transport] : kDisable) {
     const std::string n(name);
     if (!has(n)) continue;

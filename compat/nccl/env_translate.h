@@ -23,13 +23,12 @@ struct EnvTranslation {
   /// For each BRAID_ variable set: the NCCL_ variable(s) it came from, "NCCL_NAME=value", so
   /// that Braid's complaint about a value can name what the user actually set.
   std::vector<std::pair<std::string, std::string>> sources;
-  bool printVersion = false;          ///< NCCL_DEBUG=VERSION or INFO: print the version banner
+  bool printVersion = false;  ///< NCCL_DEBUG=VERSION or INFO: print the version banner
 };
 
 /// Translates the NCCL_* entries of `environment` ("NAME=value" strings, as in environ).
 /// Returns "" on success, else a one-line reason naming the offending variable.
-std::string translateEnvironment(const std::vector<std::string>& environment,
-                                 EnvTranslation* out);
+std::string translateEnvironment(const std::vector<std::string>& environment, EnvTranslation* out);
 
 /// NCCL_ALGO's value in BRAID_ALGO's grammar ("" when nothing Braid has remains), lower-cased:
 /// NCCL's Ring and Tree become Braid's ring and tree; NCCL-only algorithms (CollNet*, NVLS*, PAT)

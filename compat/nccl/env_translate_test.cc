@@ -53,15 +53,14 @@ TEST(NcclEnvTranslate, DebugSubsysMapsNamesAndKeepsNegation) {
 
 TEST(NcclEnvTranslate, EnvironmentBecomesSettings) {
   EnvTranslation t;
-  ASSERT_EQ(translateEnvironment({"NCCL_DEBUG=info", "NCCL_ALGO=Tree", "NCCL_SOCKET_IFNAME=^lo",
-                                  "NCCL_NTHREADS=512", "PATH=/bin", "NCCL_HOSTID=h1",
-                                  "NCCL_IB_GID_INDEX=3"},
-                                 &t),
+  ASSERT_EQ(translateEnvironment(
+                {"NCCL_DEBUG=info", "NCCL_ALGO=Tree", "NCCL_SOCKET_IFNAME=^lo", "NCCL_NTHREADS=512",
+                 "PATH=/bin", "NCCL_HOSTID=h1", "NCCL_IB_GID_INDEX=3"},
+                &t),
             "");
-  EXPECT_EQ(t.settings,
-            (std::vector<std::string>{"BRAID_DEBUG=INFO", "BRAID_ALGO=tree",
-                                      "BRAID_SOCKET_IFNAME=^lo", "BRAID_IB_GID_INDEX=3",
-                                      "BRAID_HOSTID=h1"}));
+  EXPECT_EQ(t.settings, (std::vector<std::string>{"BRAID_DEBUG=INFO", "BRAID_ALGO=tree",
+                                                  "BRAID_SOCKET_IFNAME=^lo", "BRAID_IB_GID_INDEX=3",
+                                                  "BRAID_HOSTID=h1"}));
   EXPECT_TRUE(t.printVersion);
   ASSERT_EQ(t.sources.size(), 5u);
   EXPECT_EQ(t.sources[1], (std::pair<std::string, std::string>{"BRAID_ALGO", "NCCL_ALGO=Tree"}));
@@ -86,8 +85,7 @@ TEST(NcclEnvTranslate, TransportSwitchesAndChannels) {
                                   "NCCL_MIN_NCHANNELS=4", "NCCL_MAX_NCHANNELS=4"},
                                  &t),
             "");
-  EXPECT_EQ(t.settings,
-            (std::vector<std::string>{"BRAID_NCHANNELS=4", "BRAID_TRANSPORT=^p2p,ib"}));
+  EXPECT_EQ(t.settings, (std::vector<std::string>{"BRAID_NCHANNELS=4", "BRAID_TRANSPORT=^p2p,ib"}));
   EnvTranslation unequal;
   ASSERT_EQ(translateEnvironment({"NCCL_MIN_NCHANNELS=2", "NCCL_MAX_NCHANNELS=8"}, &unequal), "");
   EXPECT_TRUE(unequal.settings.empty());

@@ -40,7 +40,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 /* Version encoding since NCCL 2.9: MAJOR*10000 + MINOR*100 + PATCH (older releases used 1000). */
 #define NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
 /* Which API generations this header carries (frameworks test these at compile time). */
@@ -87,9 +87,9 @@ typedef enum {
  *  the RDMA transport); the GPU-launch fields (CTAs, cluster size...) have no meaning for Braid's
  *  executors and are accepted and ignored. */
 typedef struct ncclConfig_v22800 {
-  size_t size;           /* sizeof(ncclConfig_t) of the caller's header */
-  unsigned int magic;    /* 0xcafebeef */
-  unsigned int version;  /* NCCL_VERSION_CODE of the caller's header */
+  size_t size;          /* sizeof(ncclConfig_t) of the caller's header */
+  unsigned int magic;   /* 0xcafebeef */
+  unsigned int version; /* NCCL_VERSION_CODE of the caller's header */
   int blocking;
   int cgaClusterSize;
   int minCTAs;
@@ -107,14 +107,14 @@ typedef struct ncclConfig_v22800 {
 } ncclConfig_t;
 
 #define NCCL_CONFIG_MAGIC 0xcafebeef
-#define NCCL_CONFIG_INITIALIZER                                                              \
-  {                                                                                          \
+#define NCCL_CONFIG_INITIALIZER                                                                \
+  {                                                                                            \
     sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                         \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                           \
   }
 
 /* ---------------------------------------------------------------------------------------------
@@ -243,8 +243,8 @@ typedef enum {
 
 /** Where the scalar of ncclRedOpCreatePreMulSum lives. */
 typedef enum {
-  ncclScalarDevice = 0,        /* read through the pointer at each collective */
-  ncclScalarHostImmediate = 1  /* read once, at creation */
+  ncclScalarDevice = 0,       /* read through the pointer at each collective */
+  ncclScalarHostImmediate = 1 /* read once, at creation */
 } ncclScalarResidence_t;
 
 /** A reduction that multiplies each rank's input by *scalar (of datatype), then sums. Supported
@@ -253,8 +253,7 @@ typedef enum {
  *  must be host-readable (it is read when the collective starts). */
 NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
                                                   ncclDataType_t datatype,
-                                                  ncclScalarResidence_t residence,
-                                                  ncclComm_t comm);
+                                                  ncclScalarResidence_t residence, ncclComm_t comm);
 NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
 
 /* ---------------------------------------------------------------------------------------------
@@ -275,8 +274,8 @@ NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                        cudaStream_t stream);
 NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                           ncclDataType_t datatype, ncclRedOp_t op,
-                                           ncclComm_t comm, cudaStream_t stream);
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream);
 NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                        ncclDataType_t datatype, ncclComm_t comm,
                                        cudaStream_t stream);
@@ -309,10 +308,10 @@ typedef struct {
   unsigned int version; /* NCCL_VERSION_CODE of the caller's header */
   float estimatedTime;  /* microseconds */
 } ncclSimInfo_t;
-#define NCCL_SIM_INFO_INITIALIZER                                                       \
-  {                                                                                     \
+#define NCCL_SIM_INFO_INITIALIZER                                                         \
+  {                                                                                       \
     sizeof(ncclSimInfo_t), 0x74685283u, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_UNDEF_FLOAT                                                                \
+        NCCL_UNDEF_FLOAT                                                                  \
   }
 /** Braid does not simulate a group: fails with ncclInvalidUsage and leaves the group open, to be
  *  ended with ncclGroupEnd. */

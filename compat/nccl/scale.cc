@@ -72,7 +72,7 @@ uint16_t floatToHalf(float value) {
   }
   if (mag >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
   const uint32_t exponent = mag >> 23;
-  if (mag < 0x38800000u) {  // below 2^-14: a binary16 subnormal, or zero
+  if (mag < 0x38800000u) {               // below 2^-14: a binary16 subnormal, or zero
     if (mag < 0x33000000u) return sign;  // at most 2^-25: rounds to zero
     const uint32_t mantissa = (mag & 0x7fffffu) | 0x800000u;
     return static_cast<uint16_t>(sign | shiftRoundEven(mantissa, 126 - exponent));

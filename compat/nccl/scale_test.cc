@@ -13,9 +13,9 @@ TEST(NcclScale, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);        // halfway to the next step: to infinity
-  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);  // tie, even neighbour
-  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);  // tie, rounds up to even
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);               // halfway to the next step: to infinity
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);     // tie, even neighbour
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);     // tie, rounds up to even
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie with zero
   EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -26)), 0x0001);

@@ -63,8 +63,7 @@ ncclResult_t preMulScalar(ncclComm* comm, ncclRedOp_t op, ncclDataType_t datatyp
   if (found.datatype != datatype) {
     return fail(ncclInvalidArgument,
                 std::string(caller) + ": the PreMulSum op was made for datatype " +
-                    std::to_string(found.datatype) + ", the call uses " +
-                    std::to_string(datatype),
+                    std::to_string(found.datatype) + ", the call uses " + std::to_string(datatype),
                 comm);
   }
   if (found.residence == ncclScalarHostImmediate) {
@@ -188,8 +187,8 @@ ncclResult_t rootedExchange(Direction dir, const void* sendbuff, void* recvbuff,
   const bool needRecv = dir == Direction::kScatter || isRoot;
   if ((needSend && sendbuff == nullptr) || (needRecv && recvbuff == nullptr)) {
     return fail(ncclInvalidArgument,
-                std::string(caller) + (needSend && sendbuff == nullptr ? ": sendbuff" : ": recvbuff") +
-                    " is NULL",
+                std::string(caller) +
+                    (needSend && sendbuff == nullptr ? ": sendbuff" : ": recvbuff") + " is NULL",
                 comm.get());
   }
   const auto dtype = static_cast<braidDataType_t>(datatype);
@@ -246,8 +245,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
                 c.get());
   }
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
-    return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown scalar residence",
-                c.get());
+    return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown scalar residence", c.get());
   }
   if (isDevicePointer(scalar)) {
     return fail(ncclInvalidUsage,
@@ -298,9 +296,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   return reduceCall(Kind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return reduceCall(Kind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
@@ -317,13 +314,13 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   ncclResult_t r = ncclSuccess;
   std::shared_ptr<ncclComm> c = usableComm(comm, "ncclBroadcast", &r);
   if (!c) return r;
-  return fromBraid(braidBroadcast(sendbuff, recvbuff, count,
-                                  static_cast<braidDataType_t>(datatype), root, c->braid, stream),
+  return fromBraid(braidBroadcast(sendbuff, recvbuff, count, static_cast<braidDataType_t>(datatype),
+                                  root, c->braid, stream),
                    c.get());
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
   return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
@@ -342,20 +339,19 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
   ncclResult_t r = ncclSuccess;
   std::shared_ptr<ncclComm> c = usableComm(comm, "ncclAlltoAll", &r);
   if (!c) return r;
-  return fromBraid(braidAllToAll(sendbuff, recvbuff, count,
-                                 static_cast<braidDataType_t>(datatype), c->braid, stream),
+  return fromBraid(braidAllToAll(sendbuff, recvbuff, count, static_cast<braidDataType_t>(datatype),
+                                 c->braid, stream),
                    c.get());
 }
 
-ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
   return rootedExchange(Direction::kGather, sendbuff, recvbuff, count, datatype, root, comm,
                         stream);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm,
-                         cudaStream_t stream) {
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   return rootedExchange(Direction::kScatter, sendbuff, recvbuff, count, datatype, root, comm,
                         stream);
 }

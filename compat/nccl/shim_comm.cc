@@ -32,7 +32,6 @@ std::unordered_set<void*>& hostAllocations() {
   return *live;
 }
 
-
 /// The settings handed to Braid for one communicator, owning their strings.
 class Settings {
  public:
@@ -67,9 +66,8 @@ ncclResult_t applyConfig(const ncclConfig_t* config, Settings* settings, const c
   if (covers(config, offsetof(ncclConfig_t, blocking) + sizeof(int))) {
     const int blocking = config->blocking;
     if (blocking != NCCL_CONFIG_UNDEF_INT && blocking != 0 && blocking != 1) {
-      return fail(ncclInvalidArgument,
-                  std::string(caller) + ": config->blocking " + std::to_string(blocking) +
-                      " is not 0 or 1");
+      return fail(ncclInvalidArgument, std::string(caller) + ": config->blocking " +
+                                           std::to_string(blocking) + " is not 0 or 1");
     }
   }
   if (covers(config, offsetof(ncclConfig_t, netName) + sizeof(const char*)) &&
@@ -226,9 +224,11 @@ ncclResult_t ncclGetVersion(int* version) {
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
     case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the Braid developers";
+    case ncclInternalError:
+      return "internal error - please report this issue to the Braid developers";
     case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
@@ -261,9 +261,8 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   if (hasCurrentContext()) {
     *ptr = deviceAlloc(size);
     if (*ptr == nullptr) {
-      return fail(ncclUnhandledCudaError,
-                  "ncclMemAlloc: the CUDA driver could not allocate " + std::to_string(size) +
-                      " bytes");
+      return fail(ncclUnhandledCudaError, "ncclMemAlloc: the CUDA driver could not allocate " +
+                                              std::to_string(size) + " bytes");
     }
     return ncclSuccess;
   }
@@ -361,7 +360,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   }
   int n = 0, rank = 0;
   if ((r = fromBraid(braidCommCount(parent->braid, &n), parent.get())) != ncclSuccess) return r;
-  if ((r = fromBraid(braidCommUserRank(parent->braid, &rank), parent.get())) != ncclSuccess) return r;
+  if ((r = fromBraid(braidCommUserRank(parent->braid, &rank), parent.get())) != ncclSuccess)
+    return r;
   if (excludeRanksCount < 0 || excludeRanksCount >= n ||
       (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
     return fail(ncclInvalidArgument,
@@ -396,18 +396,18 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   if (rank == leader) {
     if ((r = ncclGetUniqueId(&id)) != ncclSuccess) return r;
     for (size_t i = 1; i < kept.size() && r == ncclSuccess; ++i) {
-      r = fromBraid(braidSend(id.internal, sizeof(id.internal), braidUint8, kept[i],
-                              parent->braid, nullptr),
-                    parent.get());
+      r = fromBraid(
+          braidSend(id.internal, sizeof(id.internal), braidUint8, kept[i], parent->braid, nullptr),
+          parent.get());
     }
   } else {
-    r = fromBraid(braidRecv(id.internal, sizeof(id.internal), braidUint8, leader, parent->braid,
-                            nullptr),
-                  parent.get());
+    r = fromBraid(
+        braidRecv(id.internal, sizeof(id.internal), braidUint8, leader, parent->braid, nullptr),
+        parent.get());
   }
   if (r != ncclSuccess) return r;
-  const int newRank = static_cast<int>(
-      std::lower_bound(kept.begin(), kept.end(), rank) - kept.begin());
+  const int newRank =
+      static_cast<int>(std::lower_bound(kept.begin(), kept.end(), rank) - kept.begin());
   return initRank(newcomm, static_cast<int>(kept.size()), id, newRank, config, "ncclCommShrink");
 }
 
@@ -446,7 +446,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     std::string msg = braidGetLastError(c->braid);
     std::lock_guard<std::mutex> lock(c->mutex);
     c->lastError = async == braidTimeout ? "timeout: " + msg : msg;
-    *asyncError = async == braidTimeout ? ncclRemoteError
+    *asyncError = async == braidTimeout     ? ncclRemoteError
                   : async > braidInProgress ? ncclInternalError
                                             : static_cast<ncclResult_t>(async);
   }

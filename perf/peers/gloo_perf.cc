@@ -116,9 +116,9 @@ class GlooComm final : public PeerComm {
   int size() const override { return context_->size; }
 
   std::string description() const override {
-    return "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
-           std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) +
-           ", tcp transport over 127.0.0.1, algorithm " + (algo_.empty() ? "default" : algo_);
+    return "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) +
+           "." + std::to_string(GLOO_VERSION_PATCH) + ", tcp transport over 127.0.0.1, algorithm " +
+           (algo_.empty() ? "default" : algo_);
   }
 
   Outcome allGather(const void* mine, void* all, size_t bytes) override {

@@ -79,8 +79,8 @@ class MpiComm final : public PeerComm {
 
   Outcome allGather(const void* mine, void* all, size_t bytes) override {
     return mpiOutcome(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all,
-                                   static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
-                     "MPI_Allgather");
+                                    static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
+                      "MPI_Allgather");
   }
 
   Outcome barrier() override { return mpiOutcome(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
@@ -113,8 +113,8 @@ class MpiComm final : public PeerComm {
       case PerfCollective::kAllReduce:
         return PeerRunner([=] {
           return mpiOutcome(MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, count, type,
-                                         reduction, MPI_COMM_WORLD),
-                           "MPI_Allreduce");
+                                          reduction, MPI_COMM_WORLD),
+                            "MPI_Allreduce");
         });
       case PerfCollective::kBroadcast:
         // MPI_Bcast has one buffer; out of place the root's recvbuff must hold the data too.
@@ -126,7 +126,7 @@ class MpiComm final : public PeerComm {
         return PeerRunner([=] {
           const void* input = inPlace && isRoot ? MPI_IN_PLACE : send;
           return mpiOutcome(MPI_Reduce(input, recv, count, type, reduction, root, MPI_COMM_WORLD),
-                           "MPI_Reduce");
+                            "MPI_Reduce");
         });
       case PerfCollective::kAllGather:
         return PeerRunner([=] {
@@ -139,8 +139,8 @@ class MpiComm final : public PeerComm {
       case PerfCollective::kReduceScatter:
         return PeerRunner([=] {
           return mpiOutcome(MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : send, recv, count,
-                                                    type, reduction, MPI_COMM_WORLD),
-                           "MPI_Reduce_scatter_block");
+                                                     type, reduction, MPI_COMM_WORLD),
+                            "MPI_Reduce_scatter_block");
         });
       case PerfCollective::kAllToAll:
         return PeerRunner([=] {

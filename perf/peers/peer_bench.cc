@@ -243,18 +243,17 @@ class PeerSweep {
     const Mismatches in = inPlace ? Mismatches{} : checkInputIntact(c, o.send);
     const uint64_t guard = countGuardDamage(guardBefore) + countGuardDamage(o.outputEnd);
     if (out.count > 0 || in.count > 0 || guard > 0) {
-      std::fprintf(stderr,
-                   "%.*s: rank %d: %s %llu B %s: %llu wrong output element(s) (first at %llu: "
-                   "expected %s, got %s), %llu input element(s) overwritten, %llu guard byte(s) "
-                   "written\n",
-                   static_cast<int>(program_.size()), program_.data(), rank_,
-                   std::string(perfCollectiveName(c.coll)).c_str(),
-                   static_cast<unsigned long long>(c.shape.reportBytes()),
-                   inPlace ? "in-place" : "out-of-place",
-                   static_cast<unsigned long long>(out.count),
-                   static_cast<unsigned long long>(out.firstIndex), out.expected.c_str(),
-                   out.actual.c_str(), static_cast<unsigned long long>(in.count),
-                   static_cast<unsigned long long>(guard));
+      std::fprintf(
+          stderr,
+          "%.*s: rank %d: %s %llu B %s: %llu wrong output element(s) (first at %llu: "
+          "expected %s, got %s), %llu input element(s) overwritten, %llu guard byte(s) "
+          "written\n",
+          static_cast<int>(program_.size()), program_.data(), rank_,
+          std::string(perfCollectiveName(c.coll)).c_str(),
+          static_cast<unsigned long long>(c.shape.reportBytes()),
+          inPlace ? "in-place" : "out-of-place", static_cast<unsigned long long>(out.count),
+          static_cast<unsigned long long>(out.firstIndex), out.expected.c_str(), out.actual.c_str(),
+          static_cast<unsigned long long>(in.count), static_cast<unsigned long long>(guard));
     }
     return out.count + in.count + guard;
   }

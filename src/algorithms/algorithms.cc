@@ -189,8 +189,8 @@ int ringNeighbour(const PlanRequest& request, int rank, int shift) {
 }
 
 bool dataChecksTheCall(const PlanRequest& request) {
-  if (isPointToPoint(request.coll) || request.nranks < 2 ||
-      request.nranks > kDataCheckMaxRanks || request.count * request.elemSize > kDataCheckMaxBytes) {
+  if (isPointToPoint(request.coll) || request.nranks < 2 || request.nranks > kDataCheckMaxRanks ||
+      request.count * request.elemSize > kDataCheckMaxBytes) {
     return false;
   }
   for (int r = 0; r < request.nranks; ++r) {

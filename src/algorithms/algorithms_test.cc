@@ -286,8 +286,8 @@ TEST(Algorithms, NoStepWritesOverWhatAnEarlierStepLent) {
                 const bool fromCaller =
                     from.buffer == BufferId::kInput || from.buffer == BufferId::kOutput;
                 if (from.buffer == BufferId::kInput && !q.inPlace) {
-                  EXPECT_TRUE(s.flags & kStepLendable) << describeRequest(q) << " lane " << l
-                                                       << " step " << i;
+                  EXPECT_TRUE(s.flags & kStepLendable)
+                      << describeRequest(q) << " lane " << l << " step " << i;
                 }
                 if (!(s.flags & kStepLendable)) continue;
                 ASSERT_TRUE(fromCaller) << describeRequest(q);

@@ -40,7 +40,7 @@ void appendSendToAll(Lane& lane, const std::vector<int>& peers, BufferRef src, B
                      uint32_t bytes) {
   for (size_t i = 0; i < peers.size(); i += kMaxStepPeers) {
     Step s = i == 0 && copyTo.buffer != BufferId::kNone ? makeCopySend(peers[i], src, copyTo, bytes)
-                                                         : makeSend(peers[i], src, bytes);
+                                                        : makeSend(peers[i], src, bytes);
     for (size_t k = i + 1; k < std::min(peers.size(), i + kMaxStepPeers); ++k) {
       addSendPeer(s, peers[k]);
     }

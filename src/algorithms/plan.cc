@@ -11,8 +11,7 @@ namespace braid {
 
 std::string_view collectiveName(Collective coll) {
   static constexpr std::array<std::string_view, kNumCollectives> kNames = {
-      "allreduce", "broadcast", "reduce",   "allgather",
-      "reducescatter", "alltoall", "send", "recv"};
+      "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "send", "recv"};
   return kNames[static_cast<int>(coll)];
 }
 
@@ -174,8 +173,8 @@ Status validateStep(const Plan& plan, const Step& s, uint32_t slotBytes) {
     if (s.dst.buffer == BufferId::kInput) return internalError("step writes the input buffer");
   }
   if (shape.reduces) {
-    const int inputs = (shape.recvs ? s.nrecv : 0) + (shape.readsSrc && !shape.independent) +
-                       shape.readsSrc2;
+    const int inputs =
+        (shape.recvs ? s.nrecv : 0) + (shape.readsSrc && !shape.independent) + shape.readsSrc2;
     if (inputs < 2) return internalError("reduction with fewer than two inputs");
   }
   return okStatus();
@@ -302,8 +301,8 @@ Status validatePlan(const Plan& plan, uint32_t slotBytes) {
 
 std::string describePlan(const Plan& plan, bool all) {
   std::ostringstream os;
-  os << collectiveName(plan.coll) << "/" << algorithmName(plan.algo) << " rank " << plan.rank
-     << "/" << plan.nranks << ": " << plan.lanes.size() << " lanes, " << plan.stepCount()
+  os << collectiveName(plan.coll) << "/" << algorithmName(plan.algo) << " rank " << plan.rank << "/"
+     << plan.nranks << ": " << plan.lanes.size() << " lanes, " << plan.stepCount()
      << " steps, in=" << plan.inputBytes << " out=" << plan.outputBytes
      << " scratch=" << plan.scratchBytes;
   if (all) {

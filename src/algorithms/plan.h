@@ -4,7 +4,8 @@
 // count, chunking, ring order) into lanes of Steps. Each lane is a sequence executed in order;
 // lanes progress concurrently and never share a connector. A step moves at most one FIFO slot per
 // peer, so a plan for a large message is chunk-major: ring step after ring step for chunk 0, then
-// the same for chunk 1, ... which is what lets consecutive ranks work on consecutive chunks at once.
+// the same for chunk 1, ... which is what lets consecutive ranks work on consecutive chunks at
+// once.
 //
 // Buffers are named, not addressed: Input (the caller's sendbuff), Output (recvbuff) and Scratch (a
 // communicator-owned area of scratchBytes). Offsets and sizes are bytes and always whole elements.
@@ -132,15 +133,15 @@ struct PlanRequest {
   Algorithm algo = Algorithm::kRing;
   int nranks = 1;
   int rank = 0;
-  int root = 0;             ///< Broadcast / Reduce
-  int peer = -1;            ///< Send / Recv
-  uint64_t count = 0;       ///< elements as the public API counts them (per rank / per peer)
+  int root = 0;        ///< Broadcast / Reduce
+  int peer = -1;       ///< Send / Recv
+  uint64_t count = 0;  ///< elements as the public API counts them (per rank / per peer)
   uint32_t elemSize = 4;
   bool inPlace = false;     ///< sendbuff and recvbuff overlap as the API defines in-place
   uint32_t chunkBytes = 0;  ///< most bytes per step and peer; at most the FIFO slot size
   int nchannels = 1;
-  std::vector<int> ring;    ///< ring order of ranks (ring[i+1] follows ring[i]); empty: 0..n-1
-  std::vector<int> hosts;   ///< host number of each rank (any values < nranks); empty: one host
+  std::vector<int> ring;   ///< ring order of ranks (ring[i+1] follows ring[i]); empty: 0..n-1
+  std::vector<int> hosts;  ///< host number of each rank (any values < nranks); empty: one host
 
   bool operator==(const PlanRequest&) const = default;
 };

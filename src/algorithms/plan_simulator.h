@@ -14,11 +14,11 @@
 // dependent step fires when all its inputs have arrived and every FIFO it sends to has room, as
 // the executors run it (they reduce from the received slot straight into the slot they send). A
 // transfer of 0 bytes posts and takes no slot, except in a call check (kStepCallCheck), whose
-// empty slot stands for the descriptor the executors compare. When nothing can fire before every lane is done the
-// plans deadlock, and the simulator says where each lane is stuck. Every received slot must have
-// the size the step expects, no slot may be left over, in-place calls alias Input and Output
-// exactly as the API defines, and after the run every output element must hold exactly its
-// expected value while Input (out of place) is unchanged.
+// empty slot stands for the descriptor the executors compare. When nothing can fire before every
+// lane is done the plans deadlock, and the simulator says where each lane is stuck. Every received
+// slot must have the size the step expects, no slot may be left over, in-place calls alias Input
+// and Output exactly as the API defines, and after the run every output element must hold exactly
+// its expected value while Input (out of place) is unchanged.
 #pragma once
 
 #include <cstdint>

@@ -76,10 +76,10 @@ TEST(MarkLendableSends, OutOfPlaceSendsLendUnlessALaterWriteReachesThem) {
                                     makeSend(2, input(0), 64), makeSend(2, output(0), 64)}),
                           apart),
             (std::vector<bool>{false, true, false, true, true}));
-  EXPECT_EQ(lendableSteps(planWith({makeRecvCopySend(0, 2, output(0), 32),
-                                    makeRecv(3, output(28), 8)}),
-                          apart),
-            (std::vector<bool>{false, false}));
+  EXPECT_EQ(
+      lendableSteps(planWith({makeRecvCopySend(0, 2, output(0), 32), makeRecv(3, output(28), 8)}),
+                    apart),
+      (std::vector<bool>{false, false}));
   Plan twoLanes = planWith({makeRecvCopySend(0, 2, output(0), 32)});
   twoLanes.lanes.push_back(Lane{1, {makeLocalCopy(input(0), output(16), 4)}});
   EXPECT_EQ(lendableSteps(twoLanes, apart), (std::vector<bool>{false, false}));

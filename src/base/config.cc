@@ -160,10 +160,14 @@ Result<uint64_t> parseByteSize(std::string_view text) {
   uint64_t multiplier = 1;
   std::string digits(text);
   switch (digits.back()) {
-    case 'k': case 'K': multiplier = 1ull << 10; break;
-    case 'm': case 'M': multiplier = 1ull << 20; break;
-    case 'g': case 'G': multiplier = 1ull << 30; break;
-    case 't': case 'T': multiplier = 1ull << 40; break;
+    case 'k':
+    case 'K': multiplier = 1ull << 10; break;
+    case 'm':
+    case 'M': multiplier = 1ull << 20; break;
+    case 'g':
+    case 'G': multiplier = 1ull << 30; break;
+    case 't':
+    case 'T': multiplier = 1ull << 40; break;
     default: break;
   }
   if (multiplier != 1) digits.pop_back();

@@ -22,14 +22,15 @@ struct Config {
 
   // Failure handling.
   double timeoutSeconds = 300;  ///< 0 = never
-  int callCheck = 1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
+  int callCheck =
+      1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
 
   // Data path.
-  int nchannels = 0;          ///< 0 = chosen by the tuner
-  uint32_t chunkBytes = 0;    ///< 0 = chosen by the tuner
-  int nslots = 4;             ///< FIFO depth per connector of the network transports
+  int nchannels = 0;              ///< 0 = chosen by the tuner
+  uint32_t chunkBytes = 0;        ///< 0 = chosen by the tuner
+  int nslots = 4;                 ///< FIFO depth per connector of the network transports
   uint32_t fifoBytes = 1u << 20;  ///< payload bytes a rank keeps in flight over shared memory
-  uint32_t slotBytes = 0;     ///< derived: FIFO slot size, the largest chunk any call may use
+  uint32_t slotBytes = 0;         ///< derived: FIFO slot size, the largest chunk any call may use
 
   // Selection and topology (parsed further by the tuner / topology code).
   std::string algo;

@@ -43,9 +43,7 @@ bool isFloatingType(braidDataType_t type) {
          type == braidBfloat16;
 }
 
-size_t dataTypeSize(braidDataType_t type) {
-  return isValidDataType(type) ? kTypes[type].size : 0;
-}
+size_t dataTypeSize(braidDataType_t type) { return isValidDataType(type) ? kTypes[type].size : 0; }
 
 std::string_view dataTypeName(braidDataType_t type) {
   return isValidDataType(type) ? kTypes[type].name : std::string_view("invalid");

@@ -16,9 +16,7 @@ inline void putLe32(uint8_t* out, uint32_t v) {
 inline void putLe64(uint8_t* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
 }
-inline uint16_t getLe16(const uint8_t* in) {
-  return static_cast<uint16_t>(in[0] | (in[1] << 8));
-}
+inline uint16_t getLe16(const uint8_t* in) { return static_cast<uint16_t>(in[0] | (in[1] << 8)); }
 inline uint32_t getLe32(const uint8_t* in) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | in[i];

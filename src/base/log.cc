@@ -42,8 +42,16 @@ std::string expandPath(const std::string& pattern) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
-      if (pattern[i + 1] == 'h') { out += hostName(); ++i; continue; }
-      if (pattern[i + 1] == 'p') { out += std::to_string(getpid()); ++i; continue; }
+      if (pattern[i + 1] == 'h') {
+        out += hostName();
+        ++i;
+        continue;
+      }
+      if (pattern[i + 1] == 'p') {
+        out += std::to_string(getpid());
+        ++i;
+        continue;
+      }
     }
     out += pattern[i];
   }

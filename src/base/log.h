@@ -65,8 +65,8 @@ const Logger& processLogger();
 
 }  // namespace braid
 
-#define BRAID_LOG(logger, level, subsys, ...)                                              \
-  do {                                                                                     \
-    if ((logger).enabled(::braid::LogLevel::level, ::braid::Subsys::subsys))               \
-      (logger).log(::braid::LogLevel::level, ::braid::Subsys::subsys, __VA_ARGS__);        \
+#define BRAID_LOG(logger, level, subsys, ...)                                       \
+  do {                                                                              \
+    if ((logger).enabled(::braid::LogLevel::level, ::braid::Subsys::subsys))        \
+      (logger).log(::braid::LogLevel::level, ::braid::Subsys::subsys, __VA_ARGS__); \
   } while (0)

@@ -67,14 +67,15 @@ class [[nodiscard]] Result {
 #define BRAID_CONCAT(a, b) BRAID_CONCAT_INNER(a, b)
 
 /// Returns the Status of `expr` from the enclosing function when it is an error.
-#define RETURN_IF_ERROR(expr)                                        \
-  do {                                                               \
-    ::braid::Status braid_status_ = (expr);                          \
-    if (!braid_status_.ok()) return braid_status_;                   \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::braid::Status braid_status_ = (expr);        \
+    if (!braid_status_.ok()) return braid_status_; \
   } while (0)
 
 /// `ASSIGN_OR_RETURN(auto x, f())`: binds the value of a Result or returns its Status.
-#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(BRAID_CONCAT(braid_result_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) \
+  ASSIGN_OR_RETURN_IMPL(BRAID_CONCAT(braid_result_, __LINE__), lhs, expr)
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \

@@ -34,8 +34,7 @@ void holdOpenssl() { pthread_mutex_lock(&gOpensslInUse); }
 void releaseOpenssl() { pthread_mutex_unlock(&gOpensslInUse); }
 
 // Registered when the library loads, before any thread of ours can be in OpenSSL.
-const bool gForkWaitsForOpenssl =
-    pthread_atfork(holdOpenssl, releaseOpenssl, releaseOpenssl) == 0;
+const bool gForkWaitsForOpenssl = pthread_atfork(holdOpenssl, releaseOpenssl, releaseOpenssl) == 0;
 
 void writePreamble(uint8_t* out) {
   std::memcpy(out, kMagic, sizeof(kMagic));
@@ -55,7 +54,7 @@ Status checkPreamble(const uint8_t* in, const char* who) {
 }
 
 Result<Digest> proof(const Secret& secret, std::string_view label, const uint8_t* clientNonce,
-             const uint8_t* serverNonce) {
+                     const uint8_t* serverNonce) {
   uint8_t message[64 + 2 * kNonceBytes];
   std::memcpy(message, label.data(), label.size());
   std::memcpy(message + label.size(), clientNonce, kNonceBytes);
@@ -182,8 +181,8 @@ Result<std::vector<uint8_t>> ServerHandshake::consume(const uint8_t* data) {
 Status authenticateAsClient(Socket& socket, const Secret& secret, const Deadline& deadline,
                             const std::string& what) {
   ASSIGN_OR_RETURN(const ClientHandshake handshake, ClientHandshake::start(secret));
-  RETURN_IF_ERROR(socket.writeAll(handshake.hello().data(), kClientHelloBytes, deadline,
-                                  what + ": handshake"));
+  RETURN_IF_ERROR(
+      socket.writeAll(handshake.hello().data(), kClientHelloBytes, deadline, what + ": handshake"));
   uint8_t serverHello[kServerHelloBytes];
   RETURN_IF_ERROR(socket.readAll(serverHello, sizeof(serverHello), deadline, what + ": handshake"));
   Result<std::array<uint8_t, kClientProofBytes>> answer = handshake.answer(serverHello);

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
 #include "base/status.h"
+#include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
 
 namespace braid {

@@ -13,10 +13,10 @@
 #include <numeric>
 #include <system_error>
 
-#include "bootstrap/auth.h"
-#include "bootstrap/bootstrap_impl.h"
 #include "base/little_endian.h"
 #include "base/log.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap_impl.h"
 
 namespace braid {
 namespace {
@@ -66,7 +66,11 @@ Result<Socket> openListener(const std::string& ifname, const SocketAddress* near
 
 Bootstrap::Impl::Impl(int rank, int nranks, const Secret& secret, Socket listener,
                       const SocketAddress& address, const WaitPolicy& wait)
-    : rank_(rank), nranks_(nranks), secret_(secret), wait_(wait), listener_(std::move(listener)),
+    : rank_(rank),
+      nranks_(nranks),
+      secret_(secret),
+      wait_(wait),
+      listener_(std::move(listener)),
       listenAddress_(address) {}
 
 Result<std::unique_ptr<Bootstrap::Impl>> Bootstrap::Impl::create(int rank, int nranks,
@@ -112,7 +116,8 @@ Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline
                                     rankText(rank_) + ": ring connect to " + rankText(next));
   if (!ring.ok()) return farewell(breakRing(ring.status()));
   ringNext_ = std::move(ring.value());
-  const std::string what = rankText(rank_) + ": waiting for " + rankText(prev) + " to connect the ring";
+  const std::string what =
+      rankText(rank_) + ": waiting for " + rankText(prev) + " to connect the ring";
   // A previous rank that died after the rendezvous never connects; without a look at its
   // listener this wait would end only at the timeout.
   auto nextProbe = std::chrono::steady_clock::now() + kProbeAfter;
@@ -158,8 +163,8 @@ Status Bootstrap::Impl::probePrevious(int prev, const std::string& what) {
   // Connected: alive. Timed out or a local error: unknown, so keep waiting.
   if (s.ok() || s.status().code() != braidRemoteError) return okStatus();
   // Refused: nobody listens on the address the rendezvous gave for it any more.
-  return remoteError(what + ": " + rankText(prev) + " exited (its listener at " +
-                     where.toString() + " refuses connections)");
+  return remoteError(what + ": " + rankText(prev) + " exited (its listener at " + where.toString() +
+                     " refuses connections)");
 }
 
 Result<Socket> Bootstrap::Impl::connectPeer(int peer, Purpose purpose, const Deadline& deadline,
@@ -179,8 +184,8 @@ Result<Socket> Bootstrap::Impl::connectPeer(int peer, Purpose purpose, const Dea
   const std::vector<uint8_t> identify =
       encodeIdentify({static_cast<uint32_t>(purpose), rank_, nranks_});
   if (status.ok()) {
-    status = writeFrame(s, FrameType::kIdentify, 0, 0, identify.data(), identify.size(), deadline,
-                        what);
+    status =
+        writeFrame(s, FrameType::kIdentify, 0, 0, identify.data(), identify.size(), deadline, what);
   }
   if (status.ok()) {
     std::vector<uint8_t> reply;
@@ -271,8 +276,7 @@ Status Bootstrap::Impl::breakRing(Status status) {
             rank_, status.message().c_str(), cause.message().c_str());
   const std::vector<uint8_t> payload = encodeErrorPayload(cause);
   std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
-  encodeFrameHeader({FrameType::kError, 0, 0, static_cast<uint32_t>(payload.size())},
-                    frame.data());
+  encodeFrameHeader({FrameType::kError, 0, 0, static_cast<uint32_t>(payload.size())}, frame.data());
   std::memcpy(frame.data() + kFrameHeaderBytes, payload.data(), payload.size());
   if (ringInFd_ >= 0) {
     // Backwards on the accepted connection, which carries nothing else this way: one small
@@ -327,8 +331,7 @@ Status Bootstrap::Impl::ringStep(const void* sendData, void* recvData, size_t by
   return okStatus();
 }
 
-Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op,
-                                  double graceSeconds) {
+Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, double graceSeconds) {
   if (ringBroken_) return *ringBroken_;
   if (bytesPerRank > kMaxFrameBytes) {
     return invalidArgument(std::string(opName(op)) + ": " + std::to_string(bytesPerRank) +
@@ -343,8 +346,8 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op,
     const size_t sendBlock = static_cast<size_t>((rank_ - step + nranks_) % nranks_);
     const size_t recvBlock = static_cast<size_t>((rank_ - step - 1 + 2 * nranks_) % nranks_);
     Status s = ringStep(bytes == nullptr ? nullptr : bytes + sendBlock * bytesPerRank,
-                        bytes == nullptr ? nullptr : bytes + recvBlock * bytesPerRank,
-                        bytesPerRank, op, deadline);
+                        bytes == nullptr ? nullptr : bytes + recvBlock * bytesPerRank, bytesPerRank,
+                        op, deadline);
     if (!s.ok()) return breakRing(s);
   }
   return okStatus();
@@ -360,7 +363,8 @@ Status Bootstrap::Impl::send(int peer, uint32_t tag, const void* data, size_t by
   }
   if (bytes > kMaxFrameBytes) {
     return invalidArgument(what + ": " + std::to_string(bytes) +
-                           " bytes exceed the bootstrap limit of " + std::to_string(kMaxFrameBytes));
+                           " bytes exceed the bootstrap limit of " +
+                           std::to_string(kMaxFrameBytes));
   }
   if (bytes > 0 && data == nullptr) return invalidArgument(what + ": null buffer");
   const size_t p = static_cast<size_t>(peer);
@@ -382,10 +386,10 @@ Status Bootstrap::Impl::send(int peer, uint32_t tag, const void* data, size_t by
     if (!s.ok()) return s.status();
     p2pOut_[p] = std::move(s.value());
   }
-  Status status = peerHungUp(p2pOut_[p])
-                      ? remoteError(what + ": " + rankText(peer) + " closed the connection")
-                      : writeFrame(p2pOut_[p], FrameType::kMessage, 0, tag, data, bytes, deadline,
-                                   what);
+  Status status =
+      peerHungUp(p2pOut_[p])
+          ? remoteError(what + ": " + rankText(peer) + " closed the connection")
+          : writeFrame(p2pOut_[p], FrameType::kMessage, 0, tag, data, bytes, deadline, what);
   if (!status.ok()) {
     // The stream may end mid-frame: it cannot carry another message.
     p2pBroken_[p] = status;
@@ -484,8 +488,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   }
   ASSIGN_OR_RETURN(const UniqueIdInfo info, decodeUniqueId(id));
   const Deadline deadline = Deadline::after(wait.timeoutSeconds, wait.abort);
-  const std::string what = "join as rank " + std::to_string(rank) + " of " +
-                           std::to_string(nranks);
+  const std::string what = "join as rank " + std::to_string(rank) + " of " + std::to_string(nranks);
   ASSIGN_OR_RETURN(Socket listener, openListener(ifname, nullptr));
   // The service thread runs before the table arrives: the previous rank may connect the ring as
   // soon as it has the table.
@@ -497,8 +500,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
                                                   /*retryRefused=*/true));
   RETURN_IF_ERROR(authenticateAsClient(root, info.secret, deadline, atRoot));
   const std::vector<uint8_t> payload = encodeJoin({rank, nranks, impl->listenAddress()});
-  RETURN_IF_ERROR(writeFrame(root, FrameType::kJoin, 0, 0, payload.data(), payload.size(),
-                             deadline, atRoot));
+  RETURN_IF_ERROR(
+      writeFrame(root, FrameType::kJoin, 0, 0, payload.data(), payload.size(), deadline, atRoot));
   faultPoint("join:root", impl->listenAddress());
   const size_t tableBytes = static_cast<size_t>(nranks) * SocketAddress::kWireBytes;
   std::vector<uint8_t> table;

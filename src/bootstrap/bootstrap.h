@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "braid.h"
 #include "base/status.h"
 #include "bootstrap/unique_id.h"
+#include "braid.h"
 
 namespace braid {
 
@@ -38,7 +38,7 @@ namespace braid {
 /// A wait that runs out returns braidTimeout; one ended by the abort flag returns
 /// braidRemoteError with "aborted" in its message.
 struct WaitPolicy {
-  double timeoutSeconds = 300;                 ///< 0 = wait forever
+  double timeoutSeconds = 300;  ///< 0 = wait forever
   /// When set and true, waits end with an error. Must outlive the Bootstrap (and its splits).
   const std::atomic<bool>* abort = nullptr;
   /// How long an incoming connection may take to prove the secret and say who it is before this
@@ -70,8 +70,7 @@ class Bootstrap {
  public:
   /// Joins the rendezvous of `id` as `rank` of `nranks`; returns once the ring is connected.
   static Result<std::unique_ptr<Bootstrap>> join(const braidUniqueId& id, int rank, int nranks,
-                                                 const std::string& ifname,
-                                                 const WaitPolicy& wait);
+                                                 const std::string& ifname, const WaitPolicy& wait);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;

@@ -1,9 +1,8 @@
 // The bootstrap under faults: strangers at the root and at a rank's listener, ranks that disagree,
 // ranks that never come, abort, peers that go away, and descriptor leaks. Every wait is bounded.
 #include <dirent.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -12,10 +11,10 @@
 #include <string>
 #include <thread>
 
+#include "base/little_endian.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_wire.h"
-#include "base/little_endian.h"
 #include "bootstrap/unique_id.h"
 
 namespace braid {
@@ -182,11 +181,12 @@ TEST(BootstrapFault, StrangersAtARankListenerDoNotDisturbTheGroup) {
     putLe32(identify + 4, 99);  // rank 99 of 3
     putLe32(identify + 8, 3);
     ASSERT_TRUE(writeFrame(liar, FrameType::kIdentify, 0, 0, identify, sizeof(identify),
-                           Deadline::after(5), "liar").ok());
+                           Deadline::after(5), "liar")
+                    .ok());
     std::vector<uint8_t> reply;
-    Result<FrameHeader> answer = readFrame(liar, frameBit(FrameType::kError) |
-                                                     frameBit(FrameType::kAccept),
-                                           0, &reply, Deadline::after(5), "liar");
+    Result<FrameHeader> answer =
+        readFrame(liar, frameBit(FrameType::kError) | frameBit(FrameType::kAccept), 0, &reply,
+                  Deadline::after(5), "liar");
     ASSERT_FALSE(answer.ok());
     EXPECT_EQ(answer.status().code(), braidInvalidUsage);
     EXPECT_NE(answer.status().message().find("99"), std::string::npos);
@@ -246,7 +246,8 @@ TEST(BootstrapFault, RankOutOfRange) {
   putLe32(join, 5);
   putLe32(join + 4, 2);
   SocketAddress::parse("127.0.0.1:9").value().toWire(join + 8);
-  ASSERT_TRUE(writeFrame(s, FrameType::kJoin, 0, 0, join, sizeof(join), Deadline::after(5), "j").ok());
+  ASSERT_TRUE(
+      writeFrame(s, FrameType::kJoin, 0, 0, join, sizeof(join), Deadline::after(5), "j").ok());
   std::vector<uint8_t> payload;
   Result<FrameHeader> reply =
       readFrame(s, frameBit(FrameType::kError) | frameBit(FrameType::kTable), 1024, &payload,
@@ -321,9 +322,11 @@ TEST(BootstrapFault, RankThatLeavesTheRendezvousFailsItForEveryone) {
   {
     // Rank 1 joins, then goes away before rank 2 ever comes.
     Socket rank1 = authenticated(info.root, info.secret);
-    const std::vector<uint8_t> join = encodeJoin({1, 3, SocketAddress::parse("127.0.0.1:9").value()});
+    const std::vector<uint8_t> join =
+        encodeJoin({1, 3, SocketAddress::parse("127.0.0.1:9").value()});
     ASSERT_TRUE(writeFrame(rank1, FrameType::kJoin, 0, 0, join.data(), join.size(),
-                           Deadline::after(5), "rank 1").ok());
+                           Deadline::after(5), "rank 1")
+                    .ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   const Deadline quick = Deadline::after(5);
@@ -374,10 +377,12 @@ TEST(BootstrapFault, RankThatDiesAfterTheRendezvousIsReportedNotWaitedFor) {
     Socket rank0 = authenticated(info.root, info.secret);
     const std::vector<uint8_t> join = encodeJoin({0, 3, listener.localAddress().value()});
     ASSERT_TRUE(writeFrame(rank0, FrameType::kJoin, 0, 0, join.data(), join.size(),
-                           Deadline::after(5), "rank 0").ok());
+                           Deadline::after(5), "rank 0")
+                    .ok());
     std::vector<uint8_t> table;
-    ASSERT_TRUE(readFrame(rank0, frameBit(FrameType::kTable), 3 * SocketAddress::kWireBytes,
-                          &table, Deadline::after(kTestTimeout), "rank 0").ok());
+    ASSERT_TRUE(readFrame(rank0, frameBit(FrameType::kTable), 3 * SocketAddress::kWireBytes, &table,
+                          Deadline::after(kTestTimeout), "rank 0")
+                    .ok());
   }
   const Deadline quick = Deadline::after(5);
   for (std::thread& t : ranks) t.join();
@@ -393,7 +398,8 @@ TEST(BootstrapFault, RankThatDiesAfterTheRendezvousIsReportedNotWaitedFor) {
 }
 
 // Runs n ranks; `body` per rank gets its own bootstrap as a unique_ptr so it can destroy it.
-std::vector<Status> runOwned(int n, const std::function<Status(int, std::unique_ptr<Bootstrap>)>& body) {
+std::vector<Status> runOwned(int n,
+                             const std::function<Status(int, std::unique_ptr<Bootstrap>)>& body) {
   const braidUniqueId id = newRoot();
   std::vector<Status> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -488,7 +494,8 @@ std::set<std::pair<int, std::string>> openFds() {
       const std::string path = std::string("/proc/self/fd/") + entry->d_name;
       char target[256] = {};
       const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
-      fds.emplace(std::atoi(entry->d_name), n > 0 ? std::string(target, static_cast<size_t>(n)) : "");
+      fds.emplace(std::atoi(entry->d_name),
+                  n > 0 ? std::string(target, static_cast<size_t>(n)) : "");
     }
     closedir(dir);
   }

@@ -18,11 +18,11 @@
 #include <system_error>
 #include <thread>
 
+#include "base/little_endian.h"
+#include "base/log.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_wire.h"
-#include "base/little_endian.h"
-#include "base/log.h"
 #include "bootstrap/unique_id.h"
 
 namespace braid {
@@ -44,7 +44,9 @@ class RootServer {
  public:
   RootServer(Socket listener, SocketAddress address, const Secret& secret, double timeoutSeconds,
              double handshakeSeconds)
-      : listener_(std::move(listener)), address_(address), secret_(secret),
+      : listener_(std::move(listener)),
+        address_(address),
+        secret_(secret),
         timeoutSeconds_(timeoutSeconds),
         handshakeSeconds_(handshakeSeconds > 0 ? handshakeSeconds : kDefaultHandshakeSeconds),
         deadline_(Deadline::after(timeoutSeconds)) {}
@@ -68,9 +70,9 @@ class RootServer {
   double handshakeSeconds_;
   Deadline deadline_;
   std::vector<std::unique_ptr<Admission>> pending_;
-  std::map<int, std::unique_ptr<Member>> joined_;         // by rank, until answered
-  std::vector<std::unique_ptr<Member>> answering_;        // answered, flushing their frame
-  int nranks_ = 0;                                        // from the first joiner
+  std::map<int, std::unique_ptr<Member>> joined_;   // by rank, until answered
+  std::vector<std::unique_ptr<Member>> answering_;  // answered, flushing their frame
+  int nranks_ = 0;                                  // from the first joiner
   int mostClaimed_ = 0;
   int told_ = 0;
   bool done_ = false;
@@ -86,7 +88,8 @@ void RootServer::run() {
     if (listener_.valid()) fds.push_back({listener_.fd(), POLLIN, 0});
     for (const auto& a : pending_) fds.push_back({a->conn().socket().fd(), a->pollEvents(), 0});
     for (const auto& [rank, m] : joined_) fds.push_back({m->conn.socket().fd(), POLLIN, 0});
-    for (const auto& m : answering_) fds.push_back({m->conn.socket().fd(), m->conn.pollEvents(false), 0});
+    for (const auto& m : answering_)
+      fds.push_back({m->conn.socket().fd(), m->conn.pollEvents(false), 0});
     (void)::poll(fds.data(), fds.size(), deadline_.pollMs(100));
     // A joined rank sends nothing more unless it gives up (an error frame saying why); anything
     // else readable means it left or broke the protocol.
@@ -113,8 +116,8 @@ void RootServer::run() {
       if (got.ok()) {
         // It gave up on its own clock and waits a moment for this answer, like the others.
         const Status why = decodeErrorPayload(payload, "");
-        fail(Status(why.code(), who + " gave up before the rendezvous completed (" +
-                                    why.message() + ")" + missing));
+        fail(Status(why.code(), who + " gave up before the rendezvous completed (" + why.message() +
+                                    ")" + missing));
       } else {
         joined_.erase(it);
         fail(remoteError(who + " left before the rendezvous completed (it exited or failed)" +
@@ -148,8 +151,9 @@ void RootServer::run() {
       }
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%g", timeoutSeconds_);
-      fail(timeoutError("bootstrap root timed out after " + std::string(seconds) + " s with " + std::to_string(joined_.size()) + " of " +
-                        std::to_string(nranks_) + " ranks; missing " + missingRanks()));
+      fail(timeoutError("bootstrap root timed out after " + std::string(seconds) + " s with " +
+                        std::to_string(joined_.size()) + " of " + std::to_string(nranks_) +
+                        " ranks; missing " + missingRanks()));
     }
     for (size_t i = 0; i < answering_.size();) {
       const Socket::Io io = answering_[i]->conn.flush();
@@ -187,9 +191,9 @@ void RootServer::acceptAll() {
                 peer.toString().c_str());
       continue;
     }
-    pending_.push_back(std::make_unique<Admission>(
-        std::move(s.value()), peer, secret_, frameBit(FrameType::kJoin), kJoinPayloadBytes,
-        Deadline::after(handshakeSeconds_)));
+    pending_.push_back(std::make_unique<Admission>(std::move(s.value()), peer, secret_,
+                                                   frameBit(FrameType::kJoin), kJoinPayloadBytes,
+                                                   Deadline::after(handshakeSeconds_)));
   }
 }
 
@@ -255,7 +259,8 @@ void RootServer::fail(const Status& status) {
 
 void RootServer::complete() {
   std::vector<SocketAddress> addresses(static_cast<size_t>(nranks_));
-  for (const auto& [rank, member] : joined_) addresses[static_cast<size_t>(rank)] = member->listener;
+  for (const auto& [rank, member] : joined_)
+    addresses[static_cast<size_t>(rank)] = member->listener;
   const std::vector<uint8_t> table = encodeAddressTable(addresses);
   for (auto& [rank, member] : joined_) tell(std::move(member), FrameType::kTable, table);
   joined_.clear();

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <thread>
 
-#include "bootstrap/bootstrap_impl.h"
 #include "base/little_endian.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap_impl.h"
 
 namespace braid {
 namespace {
@@ -127,16 +127,16 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
     std::lock_guard<std::mutex> lock(mu_);
     if (theirNranks != nranks_) {
       problem = invalidUsage("rank " + std::to_string(from) + " belongs to a group of " +
-                             std::to_string(theirNranks) + " ranks, rank " +
-                             std::to_string(rank_) + " to one of " + std::to_string(nranks_));
+                             std::to_string(theirNranks) + " ranks, rank " + std::to_string(rank_) +
+                             " to one of " + std::to_string(nranks_));
     } else if (purpose == static_cast<uint32_t>(Purpose::kRing)) {
       if (farewell_ && from == prev) {
         problem = *farewell_;
         sayingFarewell = true;
       } else if (from != prev) {
-        problem = invalidUsage("rank " + std::to_string(from) + " tried to join the ring of rank " +
-                               std::to_string(rank_) + ", whose predecessor is " +
-                               std::to_string(prev));
+        problem =
+            invalidUsage("rank " + std::to_string(from) + " tried to join the ring of rank " +
+                         std::to_string(rank_) + ", whose predecessor is " + std::to_string(prev));
       } else if (ringIn_.open) {
         problem = invalidUsage("rank " + std::to_string(from) + " connected the ring twice");
       } else {
@@ -187,9 +187,9 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
 
 bool Bootstrap::Impl::readFrames(Incoming& in) {
   // An error frame is a peer's last word: why it gives up (breakRing).
-  const uint32_t allowed = (in.purpose == Purpose::kRing ? frameBit(FrameType::kRing)
-                                                         : frameBit(FrameType::kMessage)) |
-                           frameBit(FrameType::kError);
+  const uint32_t allowed =
+      (in.purpose == Purpose::kRing ? frameBit(FrameType::kRing) : frameBit(FrameType::kMessage)) |
+      frameBit(FrameType::kError);
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);

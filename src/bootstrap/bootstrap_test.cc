@@ -10,8 +10,8 @@
 #include <numeric>
 #include <thread>
 
-#include "bootstrap/bootstrap_wire.h"
 #include "base/little_endian.h"
+#include "bootstrap/bootstrap_wire.h"
 
 namespace braid {
 namespace {
@@ -165,7 +165,8 @@ TEST(Bootstrap, AllGatherGraceOutlastsTheTimeout) {
 
 TEST(Bootstrap, DefaultInterface) {
   const braidUniqueId id = newRoot("");
-  expectAllOk(runRanks(2, id, [](int r, Bootstrap& b) { return checkedAllGather(r, b, 3); }, ""));
+  expectAllOk(runRanks(
+      2, id, [](int r, Bootstrap& b) { return checkedAllGather(r, b, 3); }, ""));
 }
 
 TEST(Bootstrap, AllToAllPointToPoint) {
@@ -227,8 +228,8 @@ TEST(Bootstrap, SplitIntoColorsWithKeyOrder) {
       std::vector<int> ids(expected.size());
       std::iota(ids.begin(), ids.end(), 0);
       EXPECT_EQ(again.parentRanks, ids);
-      if (again.bootstrap != nullptr) RETURN_IF_ERROR(checkedAllGather(again.bootstrap->rank(),
-                                                                       *again.bootstrap, 9));
+      if (again.bootstrap != nullptr)
+        RETURN_IF_ERROR(checkedAllGather(again.bootstrap->rank(), *again.bootstrap, 9));
     }
     // The parent still works after its children exist.
     RETURN_IF_ERROR(checkedAllGather(r, b, 4));
@@ -267,8 +268,7 @@ TEST(BootstrapWire, JoinRoundTripsAndEveryClaimIsChecked) {
   EXPECT_NE(withWord(0, 0xffffffffu).message().find("rank -1 is outside"), std::string::npos);
   EXPECT_EQ(withWord(0, 5).code(), braidInvalidUsage);
   std::vector<uint8_t> noPort = encodeJoin({0, 1, address("10.0.0.7:0")});
-  EXPECT_NE(decodeJoin(noPort).status().message().find("bad listener address"),
-            std::string::npos);
+  EXPECT_NE(decodeJoin(noPort).status().message().find("bad listener address"), std::string::npos);
   std::vector<uint8_t> family = payload;
   family[8] = 9;  // neither IPv4 nor IPv6
   EXPECT_EQ(decodeJoin(family).status().code(), braidInvalidUsage);

@@ -6,8 +6,8 @@
 #include <functional>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "base/status.h"
+#include "bootstrap/bootstrap.h"
 
 namespace braid {
 

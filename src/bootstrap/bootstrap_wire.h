@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
-#include "base/status.h"
 
 namespace braid {
 
@@ -53,8 +53,7 @@ struct FrameHeader {
 void encodeFrameHeader(const FrameHeader& header, uint8_t* out);
 /// Rejects a bad magic, a type outside `allowedTypes` (a mask of frameBit) and a length over
 /// maxLength (itself capped by kMaxFrameBytes).
-Result<FrameHeader> decodeFrameHeader(const uint8_t* in, uint32_t allowedTypes,
-                                      uint32_t maxLength);
+Result<FrameHeader> decodeFrameHeader(const uint8_t* in, uint32_t allowedTypes, uint32_t maxLength);
 
 /// The payload of a join frame (rank -> root): who the rank is and where its listener is.
 struct JoinRequest {
@@ -146,8 +145,11 @@ class Admission {
 
   Admission(Socket socket, SocketAddress peer, const Secret& secret, uint32_t allowedTypes,
             uint32_t maxLength, const Deadline& deadline)
-      : conn_(std::move(socket), peer), handshake_(secret), allowedTypes_(allowedTypes),
-        maxLength_(maxLength), deadline_(deadline) {}
+      : conn_(std::move(socket), peer),
+        handshake_(secret),
+        allowedTypes_(allowedTypes),
+        maxLength_(maxLength),
+        deadline_(deadline) {}
 
   /// Moves the connection on as far as it can without blocking.
   State progress();

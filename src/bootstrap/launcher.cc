@@ -10,9 +10,9 @@
 #include <cstring>
 #include <optional>
 
+#include "base/log.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
-#include "base/log.h"
 
 namespace braid {
 namespace {

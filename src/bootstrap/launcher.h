@@ -29,10 +29,10 @@
 #include <functional>
 #include <string>
 
-#include "braid.h"
 #include "base/config.h"
 #include "base/status.h"
 #include "bootstrap/unique_id.h"
+#include "braid.h"
 
 namespace braid {
 

@@ -86,8 +86,8 @@ Deadline Deadline::after(double seconds, const std::atomic<bool>* abort) {
   if (seconds > 0 && std::isfinite(seconds)) {
     d.limited_ = true;
     d.seconds_ = seconds;
-    d.end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(seconds));
+    d.end_ = Clock::now() +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
   return d;
 }
@@ -448,8 +448,8 @@ Result<Socket> Socket::connectTo(const SocketAddress& address, const Deadline& d
 Result<Socket> Socket::acceptPending(SocketAddress* peer) {
   sockaddr_storage storage{};
   socklen_t length = sizeof(storage);
-  const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&storage), &length,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+  const int fd =
+      ::accept4(fd_, reinterpret_cast<sockaddr*>(&storage), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
     if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED ||

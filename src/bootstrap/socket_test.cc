@@ -59,8 +59,8 @@ TEST(NameFilter, PrefixesExclusionAndExactNames) {
 }
 
 TEST(NameFilter, RejectsMalformedSpecs) {
-  for (const char* bad : {"^", "=", "^=", "eth0,,ib0", ",eth0", "eth0,", "et^h", "=^eth0",
-                          "eth 0"}) {
+  for (const char* bad :
+       {"^", "=", "^=", "eth0,,ib0", ",eth0", "eth0,", "et^h", "=^eth0", "eth 0"}) {
     Result<NameFilter> f = parseNameFilter(bad);
     EXPECT_FALSE(f.ok()) << "'" << bad << "' was accepted";
     if (!f.ok()) {
@@ -71,22 +71,22 @@ TEST(NameFilter, RejectsMalformedSpecs) {
 
 TEST(ChooseInterface, FollowsTheIfnameGrammar) {
   const std::vector<InterfaceAddress> list = {
-      iface("lo", "127.0.0.1:0"),        iface("eth1", "10.1.0.1:0", /*up=*/false),
-      iface("eth0", "[fe80::1]:0"),      iface("docker0", "172.17.0.1:0"),
-      iface("eth0", "10.0.0.2:0"),       iface("ib0", "[2001:db8::5]:0"),
+      iface("lo", "127.0.0.1:0"),   iface("eth1", "10.1.0.1:0", /*up=*/false),
+      iface("eth0", "[fe80::1]:0"), iface("docker0", "172.17.0.1:0"),
+      iface("eth0", "10.0.0.2:0"),  iface("ib0", "[2001:db8::5]:0"),
   };
   auto pick = [&](const char* spec) {
     Result<InterfaceAddress> r = chooseInterface(list, spec);
     return r.ok() ? r->name + " " + r->address.toString() : "error";
   };
-  EXPECT_EQ(pick(""), "docker0 172.17.0.1:0");        // first up non-loopback IPv4
-  EXPECT_EQ(pick("eth"), "eth0 10.0.0.2:0");           // eth1 is down; IPv4 before link-local
+  EXPECT_EQ(pick(""), "docker0 172.17.0.1:0");  // first up non-loopback IPv4
+  EXPECT_EQ(pick("eth"), "eth0 10.0.0.2:0");    // eth1 is down; IPv4 before link-local
   EXPECT_EQ(pick("^docker,lo"), "eth0 10.0.0.2:0");
   EXPECT_EQ(pick("^=docker0"), "eth0 10.0.0.2:0");
   EXPECT_EQ(pick("lo"), "lo 127.0.0.1:0");
   EXPECT_EQ(pick("=ib0"), "ib0 [2001:db8::5]:0");
-  EXPECT_EQ(pick("=eth"), "error");                   // exact: no interface is called "eth"
-  EXPECT_EQ(pick("eth1"), "error");                   // down
+  EXPECT_EQ(pick("=eth"), "error");  // exact: no interface is called "eth"
+  EXPECT_EQ(pick("eth1"), "error");  // down
   EXPECT_EQ(pick("bad,,spec"), "error");
 }
 

@@ -11,9 +11,9 @@
 #include <array>
 #include <cstdint>
 
-#include "braid.h"
-#include "bootstrap/socket.h"
 #include "base/status.h"
+#include "bootstrap/socket.h"
+#include "braid.h"
 
 namespace braid {
 

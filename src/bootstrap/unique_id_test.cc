@@ -38,10 +38,11 @@ TEST(UniqueId, RejectsEveryKindOfDamage) {
     size_t offset;
     const char* words;
   };
-  for (const Case& c : {Case{0, "magic"}, Case{4, "version"}, Case{6, "reserved"},
-                        Case{8, "checksum"}, Case{40, "checksum"}, Case{64, "checksum"},
-                        Case{100, "reserved"}, Case{127, "reserved"}}) {
-    Result<UniqueIdInfo> r = damaged(c.offset, static_cast<uint8_t>(good.internal[c.offset] ^ 0x5a));
+  for (const Case& c :
+       {Case{0, "magic"}, Case{4, "version"}, Case{6, "reserved"}, Case{8, "checksum"},
+        Case{40, "checksum"}, Case{64, "checksum"}, Case{100, "reserved"}, Case{127, "reserved"}}) {
+    Result<UniqueIdInfo> r =
+        damaged(c.offset, static_cast<uint8_t>(good.internal[c.offset] ^ 0x5a));
     ASSERT_FALSE(r.ok()) << "damage at " << c.offset << " accepted";
     EXPECT_EQ(r.status().code(), braidInvalidArgument);
     EXPECT_NE(r.status().message().find(c.words), std::string::npos)

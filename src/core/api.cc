@@ -10,17 +10,17 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/config.h"
+#include "base/dtype.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher.h"
 #include "braid.h"
 #include "braid_build_config.h"
-#include "bootstrap/bootstrap.h"
 #include "core/comm_handle.h"
 #include "core/communicator.h"
-#include "base/config.h"
-#include "device/device_dispatch.h"
-#include "base/dtype.h"
 #include "core/group.h"
-#include "bootstrap/launcher.h"
 #include "core/validate.h"
+#include "device/device_dispatch.h"
 #include "transport/shm/shared_buffers.h"
 
 namespace braid {
@@ -112,7 +112,8 @@ class CommGuard {
   braidComm* comm_ = nullptr;
 };
 
-/// Records the outcome of a call as the last error of the thread (and of comm) and returns its code.
+/// Records the outcome of a call as the last error of the thread (and of comm) and returns its
+/// code.
 braidResult_t finish(const Status& status, braidComm* comm = nullptr) {
   if (!status.ok()) {
     tLastError = status.message();
@@ -160,8 +161,8 @@ braidResult_t submitCall(braidComm* handle, const CallArgs& args, braidStream_t 
       pollDeviceErrors(comm);
       Status broken = comm->asyncError();
       if (!broken.ok()) {
-        return Status(broken.code(), "communicator unusable after an earlier error: " +
-                                         broken.message());
+        return Status(broken.code(),
+                      "communicator unusable after an earlier error: " + broken.message());
       }
       if (route.device) return submitDeviceCall(comm, args, route, stream, inGroup());
       return submit(comm, args);
@@ -184,8 +185,8 @@ braidResult_t commInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, 
   if (comm == nullptr) return finish(invalidArgument("braidCommInitRank: comm is NULL"));
   *comm = nullptr;
   if (nranks < 1) {
-    return finish(invalidArgument("braidCommInitRank: nranks " + std::to_string(nranks) +
-                                  " is less than 1"));
+    return finish(
+        invalidArgument("braidCommInitRank: nranks " + std::to_string(nranks) + " is less than 1"));
   }
   if (rank < 0 || rank >= nranks) {
     return finish(invalidArgument("braidCommInitRank: rank " + std::to_string(rank) +
@@ -239,8 +240,8 @@ braidResult_t commInitAll(braidComm_t* comms, int ndev, const int* devlist,
                           const braidConfig_t* userConfig) {
   if (comms == nullptr) return finish(invalidArgument("braidCommInitAll: comms is NULL"));
   if (ndev < 1) {
-    return finish(invalidArgument("braidCommInitAll: ndev " + std::to_string(ndev) +
-                                  " is less than 1"));
+    return finish(
+        invalidArgument("braidCommInitAll: ndev " + std::to_string(ndev) + " is less than 1"));
   }
   if (devlist != nullptr) {
     Status devices = checkDeviceList(devlist, ndev);
@@ -359,8 +360,8 @@ braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId com
   return commInitRank(comm, nranks, commId, rank, nullptr);
 }
 
-braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUniqueId commId,
-                                      int rank, const braidConfig_t* config) {
+braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUniqueId commId, int rank,
+                                      const braidConfig_t* config) {
   return commInitRank(comm, nranks, commId, rank, config);
 }
 
@@ -396,8 +397,7 @@ braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* 
       if (inGroup()) return invalidUsage("braidCommSplit inside a group is not supported");
       Status broken = guard.comm()->impl->asyncError();
       if (!broken.ok()) return Status(broken.code(), "communicator unusable: " + broken.message());
-      ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child,
-                       guard.comm()->impl->split(color, key));
+      ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child, guard.comm()->impl->split(color, key));
       if (child) {
         auto* handle = new braidComm();
         handle->impl = std::move(child);
@@ -491,8 +491,7 @@ braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
 braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              braidDataType_t datatype, braidComm_t comm, braidStream_t stream) {
   return submitCall(
-      comm, {Collective::kAllGather, sendbuff, recvbuff, sendcount, datatype, braidSum, 0},
-      stream);
+      comm, {Collective::kAllGather, sendbuff, recvbuff, sendcount, datatype, braidSum, 0}, stream);
 }
 
 braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,

@@ -36,8 +36,8 @@ void BM_ApiAllReduce(benchmark::State& state) {
   const size_t count = static_cast<size_t>(state.range(0)) / sizeof(float);
   std::vector<float> in(count, 1.0f), out(count);
   for (auto _ : state) {
-    if (braidAllReduce(in.data(), out.data(), count, braidFloat32, braidSum, one.comm(),
-                       nullptr) != braidSuccess) {
+    if (braidAllReduce(in.data(), out.data(), count, braidFloat32, braidSum, one.comm(), nullptr) !=
+        braidSuccess) {
       return state.SkipWithError("braidAllReduce failed");
     }
     benchmark::DoNotOptimize(out.data());

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
-#include "device/device_dispatch.h"
 #include "base/dtype.h"
+#include "device/device_dispatch.h"
 #include "topology/host_id.h"
 #include "topology/locality.h"
 #include "topology/ordering.h"
@@ -234,10 +234,14 @@ Result<Communicator::NetworkLinks> Communicator::setUpNetwork(TransportContext c
     } else if (socket.canConnect(p)) {
       transports[p] = &socket;
       ++viaSocket;
-      if (!wantSocket[p]) why = "rank " + std::to_string(p) + " asked for TCP";
-      else if (remote(p)) why = ibMissing ? "another host, no RDMA" : "another host";
-      else if (!shmAllowed) why = "BRAID_TRANSPORT excludes shm";
-      else why = "shared memory unreachable";
+      if (!wantSocket[p])
+        why = "rank " + std::to_string(p) + " asked for TCP";
+      else if (remote(p))
+        why = ibMissing ? "another host, no RDMA" : "another host";
+      else if (!shmAllowed)
+        why = "BRAID_TRANSPORT excludes shm";
+      else
+        why = "shared memory unreachable";
     } else if (viaShm(p)) {
       transports[p] = &shm;
       ++viaShmCount;
@@ -305,8 +309,8 @@ int Communicator::deviceChannels(const Choice& choice, uint64_t bytes) const {
   // algorithm.
   if (config_.nchannels > 0) return choice.nchannels;
   const uint64_t wanted = bytes / kDeviceBytesPerChannel;
-  return static_cast<int>(std::clamp<uint64_t>(wanted, uint64_t(choice.nchannels),
-                                               uint64_t(deviceMaxChannels_)));
+  return static_cast<int>(
+      std::clamp<uint64_t>(wanted, uint64_t(choice.nchannels), uint64_t(deviceMaxChannels_)));
 }
 
 Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t elemSize,
@@ -349,7 +353,7 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
 Result<PreparedCall> Communicator::prepare(const CallArgs& args, bool share) {
   const size_t elemSize = dataTypeSize(args.dtype);
   const braidRedOp_t op = isReduction(args.coll) ? args.op : braidSum;
-  const CallKey key{args.count, args.dtype, op, args.root, isInPlace(args, rank_, elemSize),
+  const CallKey key{args.count,   args.dtype, op, args.root, isInPlace(args, rank_, elemSize),
                     args.onDevice};
   // Training loops repeat the same calls: a call like the last one of its collective reuses its
   // plan and reduction kernels as they are.
@@ -490,14 +494,15 @@ void Communicator::fail(const Status& status) {
     first = asyncError_;
     failed_.store(true, std::memory_order_release);
   }
-  if (isFirst) BRAID_LOG(*logger_, kWarn, kColl, "communicator failed: %s", status.message().c_str());
+  if (isFirst)
+    BRAID_LOG(*logger_, kWarn, kColl, "communicator failed: %s", status.message().c_str());
   // Peers see a mismatch as what it is; anything else on this rank is, to them, a remote failure.
   // Every path that fails tells the peers (the transports keep the first notice), so a rank that
   // learnt of a failure passes it on to the ranks blocked on it.
   PeerFailure notice;
-  notice.status = Status(first.code() == braidInvalidUsage && !aborted() ? braidInvalidUsage
-                                                                          : braidRemoteError,
-                         first.message());
+  notice.status =
+      Status(first.code() == braidInvalidUsage && !aborted() ? braidInvalidUsage : braidRemoteError,
+             first.message());
   notice.collectivesDone = deviceCallsUsed_.load(std::memory_order_relaxed)
                                ? 0
                                : collectivesDone_.load(std::memory_order_relaxed);

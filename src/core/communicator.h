@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "bootstrap/bootstrap.h"
+#include "device/device_client.h"
 #include "executor/call.h"
 #include "executor/call_check.h"
-#include "base/config.h"
 #include "executor/connectors.h"
 #include "executor/executor.h"
-#include "base/log.h"
-#include "device/device_client.h"
 #include "executor/progress.h"
 #include "transport/transport.h"
 #include "tuner/tuner.h"
@@ -30,8 +30,8 @@ namespace braid {
 class Communicator final : public ProgressClient, public DeviceClient {
  public:
   /// Joins the rendezvous of `id` (blocking until all ranks arrive or the timeout).
-  static Result<std::unique_ptr<Communicator>> create(const braidUniqueId& id, int nranks,
-                                                      int rank, Config config);
+  static Result<std::unique_ptr<Communicator>> create(const braidUniqueId& id, int nranks, int rank,
+                                                      Config config);
   ~Communicator() override;
 
   /// Collective: the new communicator of this rank's color (nullptr for color < 0).

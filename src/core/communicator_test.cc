@@ -1,5 +1,7 @@
 // Communicator::prepare: the plan a call gets, host or device (plans only: no data moves, so
 // device calls are planned here without a GPU).
+#include "core/communicator.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "braid.h"
 #include "core/comm_handle.h"
-#include "core/communicator.h"
 
 namespace braid {
 namespace {

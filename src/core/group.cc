@@ -6,8 +6,8 @@
 #include <map>
 #include <thread>
 
-#include "device/device_dispatch.h"
 #include "base/dtype.h"
+#include "device/device_dispatch.h"
 
 namespace braid {
 namespace {
@@ -168,9 +168,8 @@ Status runBatch(const std::vector<std::pair<Communicator*, CallArgs>>& calls) {
   std::vector<ProgressTask> tasks(prepared.size());
   for (size_t t = 0; t < prepared.size(); ++t) {
     Communicator* comm = calls[callOf[t]].first;
-    runs.emplace_back(*prepared[t].plan, prepared[t].buffers, prepared[t].reducer,
-                      prepared[t].call, &comm->connectors(), streamsLargeOutputs(comm),
-                      comm->callChecks());
+    runs.emplace_back(*prepared[t].plan, prepared[t].buffers, prepared[t].reducer, prepared[t].call,
+                      &comm->connectors(), streamsLargeOutputs(comm), comm->callChecks());
     tasks[t].run = &runs.back();
     tasks[t].client = comm;
     for (size_t e = 0; e < t; ++e) {

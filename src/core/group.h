@@ -10,8 +10,8 @@
 #include <functional>
 #include <vector>
 
-#include "core/communicator.h"
 #include "base/status.h"
+#include "core/communicator.h"
 
 namespace braid {
 

@@ -66,7 +66,8 @@ Status validateCall(const CallArgs& a, int rank, int nranks) {
     case Collective::kRecv: e = {0, bytes}; break;
   }
   if (e.inBytes > 0 && a.sendbuff == nullptr) return invalidArgument(name() + ": sendbuff is NULL");
-  if (e.outBytes > 0 && a.recvbuff == nullptr) return invalidArgument(name() + ": recvbuff is NULL");
+  if (e.outBytes > 0 && a.recvbuff == nullptr)
+    return invalidArgument(name() + ": recvbuff is NULL");
 
   // Overlap is allowed only in the exact in-place layouts of the contract.
   if (overlaps(a.sendbuff, e.inBytes, a.recvbuff, e.outBytes)) {
@@ -79,8 +80,9 @@ Status validateCall(const CallArgs& a, int rank, int nranks) {
       default: inPlace = send == recv; break;
     }
     if (!inPlace) {
-      return invalidArgument(name() + ": sendbuff and recvbuff overlap without being the in-place "
-                                    "layout");
+      return invalidArgument(name() +
+                             ": sendbuff and recvbuff overlap without being the in-place "
+                             "layout");
     }
   }
   return okStatus();

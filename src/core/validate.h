@@ -2,8 +2,8 @@
 // with a one-line reason naming the argument.
 #pragma once
 
-#include "core/communicator.h"
 #include "base/status.h"
+#include "core/communicator.h"
 
 namespace braid {
 

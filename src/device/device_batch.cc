@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "device/device_comm.h"
 #include "base/dtype.h"
+#include "device/device_comm.h"
 #include "kernels/cuda/executor.h"
 
 namespace braid {
@@ -97,8 +97,9 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
   const cudaStream_t primary = streams.front();
   ASSIGN_OR_RETURN(const bool capturing, isCapturing(primary));
   if (capturing && waits) {
-    return invalidUsage("a device call with a NULL stream cannot share a group with calls on a "
-                        "stream being captured");
+    return invalidUsage(
+        "a device call with a NULL stream cannot share a group with calls on a "
+        "stream being captured");
   }
 
   std::vector<bool> handled(b.calls.size(), false);
@@ -121,7 +122,8 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
   comm.deviceCallsUsed();
   Status status = [&]() -> Status {
     size_t scratchNeed = 0;
-    for (const PreparedCall& p : prepared) scratchNeed = std::max<size_t>(scratchNeed, p.plan->scratchBytes);
+    for (const PreparedCall& p : prepared)
+      scratchNeed = std::max<size_t>(scratchNeed, p.plan->scratchBytes);
     char* scratch = nullptr;
     if (scratchNeed > 0) {
       ASSIGN_OR_RETURN(scratch, device.scratch(scratchNeed));
@@ -264,8 +266,9 @@ Status runDeviceCalls(const std::vector<DeviceCallRequest>& calls,
     for (size_t j = 0; j < i; ++j) {
       if (calls[i].stream != nullptr && calls[i].stream == calls[j].stream &&
           calls[i].comm != calls[j].comm) {
-        return invalidUsage("one group gives the same CUDA stream to two communicators; their "
-                            "kernels must run concurrently, so each needs its own stream");
+        return invalidUsage(
+            "one group gives the same CUDA stream to two communicators; their "
+            "kernels must run concurrently, so each needs its own stream");
       }
     }
   }

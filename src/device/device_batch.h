@@ -12,8 +12,8 @@
 #include <functional>
 #include <vector>
 
-#include "device/device_dispatch.h"
 #include "base/status.h"
+#include "device/device_dispatch.h"
 
 namespace braid {
 

@@ -38,7 +38,8 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   d->device_ = device;
   d->rank_ = comm.rank();
   d->nranks_ = comm.nranks();
-  d->maxChannels_ = comm.deviceMaxChannels() + 1;  // the algorithms' channels, then the call check's
+  d->maxChannels_ =
+      comm.deviceMaxChannels() + 1;  // the algorithms' channels, then the call check's
   d->timeoutNs_ = static_cast<uint64_t>(comm.config().timeoutSeconds * 1e9);
   const Config& config = comm.config();
 
@@ -64,7 +65,8 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   options.allowed = filter.allows(TransportKind::kP2p);
   options.setupStream = d->stream_.get();
   if (!local.ok()) {
-    options.localFailure = "cannot use CUDA device " + std::to_string(device) + ": " + local.message();
+    options.localFailure =
+        "cannot use CUDA device " + std::to_string(device) + ": " + local.message();
   }
   ASSIGN_OR_RETURN(d->p2p_, P2pTransport::create(bootstrap, options));
 
@@ -130,7 +132,7 @@ Status DeviceComm::checkReachable(const Plan& plan) const {
 }
 
 Result<const DevicePlan*> DeviceComm::upload(const std::shared_ptr<const Plan>& plan,
-                                              bool capturing) {
+                                             bool capturing) {
   auto it = plans_.find(plan.get());
   if (it != plans_.end()) {
     it->second->captured |= capturing;
@@ -226,10 +228,10 @@ Status DeviceComm::deviceError() const {
                           " where rank " + std::to_string(rank_) + " called " +
                           describeCall(c.expected));
     case gpu::kDeviceBytesMismatch:
-      return invalidUsage("rank " + std::to_string(c.peer) + " sent " +
-                          std::to_string(c.gotBytes) + " bytes where rank " +
-                          std::to_string(rank_) + " expected " + std::to_string(c.expectedBytes) +
-                          " (" + where + "; BRAID_CHUNK_BYTES or BRAID_ALGO differ between ranks?)");
+      return invalidUsage("rank " + std::to_string(c.peer) + " sent " + std::to_string(c.gotBytes) +
+                          " bytes where rank " + std::to_string(rank_) + " expected " +
+                          std::to_string(c.expectedBytes) + " (" + where +
+                          "; BRAID_CHUNK_BYTES or BRAID_ALGO differ between ranks?)");
     case gpu::kDeviceTimeout:
       return timeoutError("device executor of rank " + std::to_string(rank_) +
                           " made no progress for " +

@@ -3,8 +3,9 @@
 // the ordering of its launches. Made at the communicator's first device call (collectively over
 // its bootstrap) and kept until the communicator is destroyed.
 //
-// Communicators do not hold it themselves: a registry keyed by the communicator (its DeviceClient) keeps the
-// bootstrap each one registers at set-up and the DeviceComm made from it. CUDA builds only.
+// Communicators do not hold it themselves: a registry keyed by the communicator (its DeviceClient)
+// keeps the bootstrap each one registers at set-up and the DeviceComm made from it. CUDA builds
+// only.
 #pragma once
 
 #include <memory>
@@ -13,9 +14,9 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "kernels/cuda/device_runtime.h"
 #include "base/status.h"
 #include "kernels/cuda/device_abi.h"
+#include "kernels/cuda/device_runtime.h"
 #include "transport/p2p/p2p_transport.h"
 
 namespace braid {

@@ -94,8 +94,8 @@ Status checkDeviceList(const int* devlist, int ndev) {
   RETURN_IF_ERROR(cudaStatus(cudaGetDeviceCount(&count), "braidCommInitAll: devlist"));
   for (int i = 0; i < ndev; ++i) {
     if (devlist[i] < 0 || devlist[i] >= count) {
-      return invalidArgument("braidCommInitAll: devlist[" + std::to_string(i) + "] = " +
-                             std::to_string(devlist[i]) + " is not one of the " +
+      return invalidArgument("braidCommInitAll: devlist[" + std::to_string(i) +
+                             "] = " + std::to_string(devlist[i]) + " is not one of the " +
                              std::to_string(count) + " visible CUDA devices");
     }
   }

@@ -13,10 +13,10 @@
 #include <functional>
 #include <vector>
 
+#include "base/status.h"
 #include "braid.h"
 #include "device/device_client.h"
 #include "device/device_memory.h"
-#include "base/status.h"
 
 namespace braid {
 

@@ -23,9 +23,9 @@ CallArgs p2p(Collective coll, int peer) {
 }
 
 TEST(DevicePhases, CollectivesFollowEverything) {
-  const std::vector<int> phases = devicePhases(
-      {collective(Collective::kAllReduce), p2p(Collective::kSend, 1),
-       collective(Collective::kBroadcast), p2p(Collective::kRecv, 2)});
+  const std::vector<int> phases =
+      devicePhases({collective(Collective::kAllReduce), p2p(Collective::kSend, 1),
+                    collective(Collective::kBroadcast), p2p(Collective::kRecv, 2)});
   EXPECT_EQ(phases, (std::vector<int>{0, 1, 2, 3}));
 }
 

@@ -95,7 +95,8 @@ bool processHasCudaContext() {
   auto getCurrent = reinterpret_cast<CuCtxGetCurrentFn>(dlsym(lib, "cuCtxGetCurrent"));
   auto getCount = reinterpret_cast<CuDeviceGetCountFn>(dlsym(lib, "cuDeviceGetCount"));
   auto getDevice = reinterpret_cast<CuDeviceGetFn>(dlsym(lib, "cuDeviceGet"));
-  auto getState = reinterpret_cast<CuPrimaryCtxGetStateFn>(dlsym(lib, "cuDevicePrimaryCtxGetState"));
+  auto getState =
+      reinterpret_cast<CuPrimaryCtxGetStateFn>(dlsym(lib, "cuDevicePrimaryCtxGetState"));
   bool found = false;
   void* context = nullptr;
   if (getCurrent != nullptr && getCurrent(&context) == 0 && context != nullptr) found = true;
@@ -106,8 +107,8 @@ bool processHasCudaContext() {
       int device = 0;
       unsigned int flags = 0;
       int active = 0;
-      found = getDevice(&device, ordinal) == 0 && getState(device, &flags, &active) == 0 &&
-              active != 0;
+      found =
+          getDevice(&device, ordinal) == 0 && getState(device, &flags, &active) == 0 && active != 0;
     }
   }
   dlclose(lib);

@@ -14,8 +14,8 @@
 #include <functional>
 #include <optional>
 
-#include "braid.h"
 #include "base/status.h"
+#include "braid.h"
 
 namespace braid {
 

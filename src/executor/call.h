@@ -28,7 +28,7 @@ struct CallArgs {
   size_t count = 0;
   braidDataType_t dtype = braidFloat32;
   braidRedOp_t op = braidSum;
-  int root = 0;  ///< root of Broadcast/Reduce, peer of Send/Recv
+  int root = 0;           ///< root of Broadcast/Reduce, peer of Send/Recv
   bool onDevice = false;  ///< buffers in device memory: the device executor runs the call
 };
 

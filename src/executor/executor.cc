@@ -31,8 +31,7 @@ bool overlap(const char* a, uint64_t aBytes, const char* b, uint64_t bBytes) {
 // and in place only one of middling size.
 bool mayLend(const Plan& plan, const PlanBuffers& buffers, const CallDescriptor& call) {
   if (call.coll == static_cast<uint8_t>(Collective::kSend)) return false;
-  const bool inPlace =
-      overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes);
+  const bool inPlace = overlap(buffers.input, plan.inputBytes, buffers.output, plan.outputBytes);
   const uint64_t bytes = std::max(plan.inputBytes, plan.outputBytes);
   return !inPlace || (bytes >= kMinInPlaceLentCallBytes && bytes < kMaxInPlaceLentCallBytes);
 }
@@ -119,7 +118,7 @@ char* PlanRun::out(BufferRef ref) const {
 }
 
 std::optional<LentSpan> PlanRun::lendable(const SendConnector& send, const Step& step,
-                                           uint32_t bytes) {
+                                          uint32_t bytes) {
   if (!lends_ || (step.flags & kStepLendable) == 0 || bytes < kMinLentBytes) return std::nullopt;
   const BufferRef src = lentSource(step);
   const bool input = src.buffer == BufferId::kInput;
@@ -166,8 +165,7 @@ bool PlanRun::lentReturned() const {
 Result<const char*> PlanRun::received(const RecvConnector& recv, int peer) const {
   const char* data = recv.slotData();
   if (data == nullptr) {
-    return systemError("rank " + std::to_string(peer) + " lent rank " +
-                       std::to_string(plan_.rank) +
+    return systemError("rank " + std::to_string(peer) + " lent rank " + std::to_string(plan_.rank) +
                        " data it cannot read in " + describeCall(call_) +
                        " (BRAID_DEBUG=WARN says why)");
   }
@@ -190,8 +188,7 @@ Status PlanRun::checkSlot(const SlotHeader& header, int peer, uint32_t expectedB
   return okStatus();
 }
 
-Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
-                                                  LaneState& state) {
+Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel, LaneState& state) {
   const StepShape shape = stepShape(step.op);
   if (step.bytes == 0) return StepResult::kDone;
 
@@ -242,8 +239,8 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   const bool lendsDst = lentSource(step) == step.dst;
   bool dstLent = false;
   for (int i = 0; i < step.nsend && shape.sends; ++i) dstLent |= lent[i] && lendsDst;
-  const bool streamDst = streamOutput_ && shape.writesDst &&
-                         step.dst.buffer == BufferId::kOutput && !dstLent;
+  const bool streamDst =
+      streamOutput_ && shape.writesDst && step.dst.buffer == BufferId::kOutput && !dstLent;
   if (shape.reduces && shape.writesDst && (!streamDst || noutputs == 1)) {
     kernels::reduceAll(reducer_, outputs[0], operands, noperands, count, finalize);
     copyToAll(outputs + 1, noutputs - 1, outputs[0], step.bytes);

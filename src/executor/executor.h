@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "base/status.h"
 #include "executor/call.h"
 #include "executor/call_check.h"
 #include "executor/connectors.h"
-#include "base/status.h"
-#include "kernels/cpu/reduce.h"
 #include "fifo/fifo.h"
+#include "kernels/cpu/reduce.h"
 
 namespace braid {
 
@@ -76,9 +76,9 @@ class PlanRun {
     size_t next = 0;
     bool sendDone = false;  ///< halves of an independent step already finished
     bool recvDone = false;
-    bool expected = false;  ///< a check step told the ledger its slot is due
-    bool queued = false;    ///< a check step gave the ledger its descriptor to send
-    bool sentAhead = false;  ///< sendAhead posted this step's sends (a Send step is then done)
+    bool expected = false;     ///< a check step told the ledger its slot is due
+    bool queued = false;       ///< a check step gave the ledger its descriptor to send
+    bool sentAhead = false;    ///< sendAhead posted this step's sends (a Send step is then done)
     uint32_t passedAhead = 0;  ///< steps after `next` that sendAhead has walked past
     const Waker* blockedOn = nullptr;  ///< the peer the current step last waited for
   };

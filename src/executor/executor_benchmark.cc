@@ -71,8 +71,8 @@ World& worldFor(const Shape& shape) {
   const size_t bytes = shape.bytes;
   const Algorithm algo = shape.algo;
   w = std::make_unique<World>();
-  w->fifos = std::make_unique<LocalWorld>(nranks, shape.spin ? 0 : nranks, shape.chunkBytes,
-                                          shape.nslots);
+  w->fifos =
+      std::make_unique<LocalWorld>(nranks, shape.spin ? 0 : nranks, shape.chunkBytes, shape.nslots);
   w->reducer = kernels::Reducer(braidFloat32, braidSum, nranks);
   w->call.count = bytes / sizeof(float);
   w->call.algo = static_cast<uint8_t>(algo);

@@ -13,7 +13,7 @@ namespace {
 
 // Backoff thresholds, in nanoseconds of continuous idleness, set against what a pause, a yield, a
 // futex wake-up and a cross-core flag cost (docs/performance-notes.md#backoff-thresholds).
-constexpr int64_t kSpinNs = 50'000;    // a peer running on another core answers within this
+constexpr int64_t kSpinNs = 50'000;  // a peer running on another core answers within this
 // Ranks outnumbering cores: while every peer a run waits on is on another core, a spin about as
 // long as a switch between two processes on one core before yielding
 // (docs/performance-notes.md#spinning-and-yielding-on-a-crowded-host).
@@ -81,7 +81,8 @@ bool sharesCpuWithPeer(const std::vector<ProgressTask>& tasks) {
   bool shared = false;
   for (const ProgressTask& t : tasks) {
     if (t.finished) continue;
-    if (Waker* w = t.client->waker(); w != nullptr && w->cpu.load(std::memory_order_relaxed) != cpu) {
+    if (Waker* w = t.client->waker();
+        w != nullptr && w->cpu.load(std::memory_order_relaxed) != cpu) {
       w->cpu.store(cpu, std::memory_order_relaxed);
     }
     shared = shared || (t.started && t.run->blockedOnCpu(cpu));
@@ -114,8 +115,7 @@ thread_local CrowdedSpinRecord tCrowdedSpins;
 
 bool coresShared(const Waker* waker) {
   if (waker == nullptr) return false;
-  const uint32_t cpus =
-      waker->hostCpus > 0 ? waker->hostCpus : static_cast<uint32_t>(usableCpus());
+  const uint32_t cpus = waker->hostCpus > 0 ? waker->hostCpus : static_cast<uint32_t>(usableCpus());
   return waker->hostRanks > cpus;
 }
 

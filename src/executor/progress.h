@@ -14,8 +14,8 @@
 #include <optional>
 #include <vector>
 
-#include "executor/executor.h"
 #include "base/status.h"
+#include "executor/executor.h"
 #include "fifo/fifo.h"
 #include "transport/transport.h"
 

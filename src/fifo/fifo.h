@@ -67,7 +67,7 @@ struct SlotHeader {
 /// A slot's header with its publication sequence and a small inline payload, on one cache line.
 struct alignas(kCacheLine) SlotLine {
   SlotHeader header;
-  uint32_t seq;  ///< (slot number + 1) mod 2^32 once the slot is posted; written last
+  uint32_t seq;    ///< (slot number + 1) mod 2^32 once the slot is posted; written last
   uint32_t place;  ///< a PayloadPlace: where the payload is
   char inlineData[24];
 };
@@ -84,8 +84,8 @@ enum class PayloadPlace : uint32_t { kInline = 0, kSmall = 1, kData = 2, kLent =
 /// where it lies, in the sender's memory, and the sender leaves it unchanged until the slot is
 /// released. One copy per byte instead of two.
 struct LentSpan {
-  uint64_t buffer = 0;  ///< the sender's shared buffer (shared_buffers.h); 0: `offset` is an address
-                        ///< in the receiver's own process
+  uint64_t buffer = 0;  ///< the sender's shared buffer (shared_buffers.h); 0: `offset` is an
+                        ///< address in the receiver's own process
   uint64_t offset = 0;  ///< where the payload starts in that buffer
   int32_t fd = -1;      ///< the sender's descriptor of the buffer
   uint32_t reserved = 0;
@@ -180,7 +180,8 @@ class SendConnector {
 
   SendConnector() = default;
   SendConnector(FifoView fifo, Waker* receiverWaker)
-      : fifo_(fifo), receiverWaker_(receiverWaker),
+      : fifo_(fifo),
+        receiverWaker_(receiverWaker),
         posted_(fifo.control->head.load(std::memory_order_relaxed)),
         dataPosted_(fifo.control->dataHead.load(std::memory_order_relaxed)) {}
 
@@ -303,7 +304,9 @@ class RecvConnector {
   RecvConnector() = default;
   /// `lent`: resolves the payloads the sender lends (none lent without it).
   RecvConnector(FifoView fifo, Waker* senderWaker, LentReader* lent = nullptr)
-      : fifo_(fifo), senderWaker_(senderWaker), lent_(lent),
+      : fifo_(fifo),
+        senderWaker_(senderWaker),
+        lent_(lent),
         consumed_(fifo.control->tail.load(std::memory_order_relaxed)),
         dataConsumed_(fifo.control->dataTail.load(std::memory_order_relaxed)) {}
 
@@ -345,7 +348,8 @@ class RecvConnector {
   }
   /// Frees the slot tryPeek() returned.
   void release() {
-    const SlotLine* line = fifo_.lines != nullptr ? &fifo_.lines[consumed_ % fifo_.depth()] : nullptr;
+    const SlotLine* line =
+        fifo_.lines != nullptr ? &fifo_.lines[consumed_ % fifo_.depth()] : nullptr;
     if (line != nullptr && line->place == static_cast<uint32_t>(PayloadPlace::kData)) {
       // The payload follows the previous one, or the sender started the next lap.
       const uint64_t ring = fifo_.dataRingBytes();

@@ -1,7 +1,8 @@
 // The Waker protocol (fifo.h): a post wakes a party that announced it sleeps, and no wake-up is
 // lost between two threads that each sleep until the other moves.
-#include <gtest/gtest.h>
+#include "fifo/fifo.h"
 
+#include <gtest/gtest.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
-
-#include "fifo/fifo.h"
 
 namespace braid {
 namespace {
@@ -39,8 +38,8 @@ uint64_t awaitPast(const std::atomic<uint64_t>& counter, uint64_t seen, Waker& o
     if (counter.load(std::memory_order_acquire) == seen) {
       const auto start = std::chrono::steady_clock::now();
       sleepOnWaker(&own, seq, kTimeoutNs);
-      const bool slept = std::chrono::steady_clock::now() - start >=
-                         std::chrono::nanoseconds(kTimeoutNs / 10 * 9);
+      const bool slept =
+          std::chrono::steady_clock::now() - start >= std::chrono::nanoseconds(kTimeoutNs / 10 * 9);
       if (slept && counter.load(std::memory_order_acquire) > seen) ++lostWakes;
     }
     own.sleeping.store(0, std::memory_order_relaxed);

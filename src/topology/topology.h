@@ -80,7 +80,7 @@ struct TopoNode {
   int64_t pciBusId = -1;  ///< PCI devices, bridges and switches (the switch's upstream port)
   uint16_t vendorId = 0;
   uint16_t deviceId = 0;
-  uint16_t classId = 0;     ///< PCI class and subclass, e.g. 0x0302 for a 3D controller
+  uint16_t classId = 0;  ///< PCI class and subclass, e.g. 0x0302 for a 3D controller
   /// Speed of the PCIe link above this node as hwloc reports it; 0 unknown.
   double pcieLinkGBps = 0;
   double netSpeedGbps = 0;  ///< NIC port speed in Gbit/s; 0 unknown

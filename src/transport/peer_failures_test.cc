@@ -12,7 +12,7 @@ TEST(PeerFailures, KeepsEachPeersFirstNoticeAndAnswersAnyWithTheLeastAdvanced) {
   notices.record(2, PeerFailure{remoteError("rank 2 aborted"), 5});
   notices.record(2, PeerFailure{remoteError("rank 2 again"), 1});  // not the first: ignored
   notices.record(1, PeerFailure{invalidUsage("rank 1 mismatch"), 3});
-  notices.record(7, PeerFailure{remoteError("no such rank"), 0});   // out of range: ignored
+  notices.record(7, PeerFailure{remoteError("no such rank"), 0});  // out of range: ignored
   notices.record(-1, PeerFailure{remoteError("no such rank"), 0});
   EXPECT_TRUE(notices.any());
   ASSERT_TRUE(notices.get(2));

@@ -42,8 +42,8 @@ struct PeerFailure {
 
 /// What every rank tells the others about itself at init.
 struct PeerInfo {
-  uint64_t hostHash = 0;     ///< same value = same host (hostname + boot id, or BRAID_HOSTID)
-  uint64_t pidNamespace = 0; ///< inode of /proc/self/ns/pid: pids comparable only when equal
+  uint64_t hostHash = 0;      ///< same value = same host (hostname + boot id, or BRAID_HOSTID)
+  uint64_t pidNamespace = 0;  ///< inode of /proc/self/ns/pid: pids comparable only when equal
   int32_t pid = 0;
   int32_t rank = 0;
   char hostName[64] = {};
@@ -57,7 +57,7 @@ struct TransportContext {
   const Logger* logger = nullptr;
   int rank = 0;
   int nranks = 1;
-  int maxChannels = 1;                 ///< connectors exist for channels [0, maxChannels)
+  int maxChannels = 1;  ///< connectors exist for channels [0, maxChannels)
   const std::vector<PeerInfo>* peers = nullptr;
   /// The Waker the rank sleeps on (Communicator::waker()): a transport with a proxy thread rings
   /// it when it posts or frees a slot on the rank's behalf.

@@ -206,8 +206,8 @@ Result<Term> parseTerm(std::string_view text) {
       term.coll = coll;
       body = trim(text.substr(colon + 1));
     } else if (prefix.empty() || !std::isdigit(static_cast<unsigned char>(prefix.front()))) {
-      return invalidArgument(std::string(kVar) + ": unknown collective " + quoted(prefix) +
-                             " in " + quoted(text) + " (known: " + knownCollectives() + ")");
+      return invalidArgument(std::string(kVar) + ": unknown collective " + quoted(prefix) + " in " +
+                             quoted(text) + " (known: " + knownCollectives() + ")");
     }
   }
   if (body.find(':') == std::string_view::npos) {
@@ -256,9 +256,9 @@ Result<AlgoOverride> AlgoOverride::parse(std::string_view text) {
     }
     std::optional<Term>& slot = own[static_cast<int>(*term.coll)];
     if (slot) {
-      return invalidArgument(std::string(kVar) + ": " +
-                             std::string(collectiveName(*term.coll)) + " is named twice, in " +
-                             quoted(slot->text) + " and " + quoted(term.text));
+      return invalidArgument(std::string(kVar) + ": " + std::string(collectiveName(*term.coll)) +
+                             " is named twice, in " + quoted(slot->text) + " and " +
+                             quoted(term.text));
     }
     slot = std::move(term);
   }
@@ -303,8 +303,7 @@ Result<AlgoOverride> AlgoOverride::parse(std::string_view text) {
   return result;
 }
 
-std::optional<std::vector<Algorithm>> AlgoOverride::allowed(Collective coll,
-                                                            uint64_t bytes) const {
+std::optional<std::vector<Algorithm>> AlgoOverride::allowed(Collective coll, uint64_t bytes) const {
   const int c = static_cast<int>(coll);
   if (c < 0 || c >= kNumOverridable) return std::nullopt;
   for (const Range& r : ranges_[c]) {

@@ -77,8 +77,7 @@ TEST(AlgoOverride, EveryAlgorithmNameIsRecognised) {
   for (int a = 0; a < kNumAlgorithms; ++a) {
     const Algorithm algo = static_cast<Algorithm>(a);
     for (Collective c : kOverridable) {
-      const std::string text =
-          std::string(collectiveName(c)) + ":" + upper(algorithmName(algo));
+      const std::string text = std::string(collectiveName(c)) + ":" + upper(algorithmName(algo));
       if (algorithmServes(algo, c)) {
         EXPECT_EQ(parsed(text).allowed(c, 4096), Algos{algo}) << text;
       } else {
@@ -180,7 +179,8 @@ TEST(AlgoOverride, ExclusionLists) {
     EXPECT_THAT(errorOf("allreduce:^pairwise,ring"),
                 HasSubstr("'^pairwise,ring' leaves no algorithm for allreduce"));
   } else {
-    std::optional<Algos> set = parsed("allreduce:^pairwise,ring").allowed(Collective::kAllReduce, 1);
+    std::optional<Algos> set =
+        parsed("allreduce:^pairwise,ring").allowed(Collective::kAllReduce, 1);
     ASSERT_TRUE(set.has_value());
     EXPECT_THAT(*set, ::testing::Not(::testing::Contains(Algorithm::kRing)));
   }
@@ -212,7 +212,8 @@ TEST(AlgoOverride, NamesAreCaseInsensitive) {
 }
 
 TEST(AlgoOverride, NcclCollectiveSpellings) {
-  AlgoOverride o = parsed("all_reduce:ring;All_Gather:ring;REDUCE_SCATTER:ring;all_to_all:pairwise");
+  AlgoOverride o =
+      parsed("all_reduce:ring;All_Gather:ring;REDUCE_SCATTER:ring;all_to_all:pairwise");
   EXPECT_EQ(o.allowed(Collective::kAllReduce, 1), Algos{Algorithm::kRing});
   EXPECT_EQ(o.allowed(Collective::kAllGather, 1), Algos{Algorithm::kRing});
   EXPECT_EQ(o.allowed(Collective::kReduceScatter, 1), Algos{Algorithm::kRing});
@@ -366,7 +367,8 @@ TEST(AlgoOverride, EmptyAllowedSets) {
 TEST(AlgoOverride, AlgorithmThatCannotServeANamedCollective) {
   ASSERT_FALSE(algorithmServes(Algorithm::kPairwise, Collective::kAllReduce));
   const std::string m = errorOf("allreduce:pairwise");
-  EXPECT_THAT(m, StartsWith("BRAID_ALGO: algorithm 'pairwise' cannot serve allreduce (served by: "));
+  EXPECT_THAT(m,
+              StartsWith("BRAID_ALGO: algorithm 'pairwise' cannot serve allreduce (served by: "));
   EXPECT_THAT(m, HasSubstr("ring"));
   EXPECT_THAT(m, HasSubstr("in 'allreduce:pairwise'"));
   // Also when only one of a list, or one range, is unfit.
@@ -382,9 +384,9 @@ TEST(AlgoOverride, AlgorithmThatCannotServeANamedCollective) {
   }
   ASSERT_GE(unfit.size(), 1u);  // pairwise at least
   if (unfit.size() >= 2) {
-    EXPECT_THAT(errorOf("broadcast:" + unfit[0] + "," + unfit[1]),
-                HasSubstr("algorithms '" + unfit[0] + "', '" + unfit[1] +
-                          "' cannot serve broadcast"));
+    EXPECT_THAT(
+        errorOf("broadcast:" + unfit[0] + "," + unfit[1]),
+        HasSubstr("algorithms '" + unfit[0] + "', '" + unfit[1] + "' cannot serve broadcast"));
   }
   if (!algorithmServes(Algorithm::kRing, Collective::kAllToAll)) {
     EXPECT_THAT(errorOf("alltoall:ring|pairwise"), HasSubstr("'ring' cannot serve alltoall"));

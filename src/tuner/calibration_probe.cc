@@ -21,8 +21,8 @@
 #include "executor/connectors.h"
 #include "executor/executor.h"
 #include "executor/progress.h"
-#include "kernels/cpu/reduce.h"
 #include "fifo/fifo.h"
+#include "kernels/cpu/reduce.h"
 #include "transport/transport.h"
 #include "tuner/plan_cost.h"
 

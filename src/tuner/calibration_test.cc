@@ -179,8 +179,7 @@ class CalibrationCache : public ::testing::Test {
 Calibration rewrite(const CalibrationResult& r, uint64_t host, double hopUs) {
   Calibration c = r.calibration;
   c.hopUs = hopUs;
-  std::ofstream(r.cacheFile, std::ios::trunc)
-      << formatCalibration(c, calibrationFingerprint(host));
+  std::ofstream(r.cacheFile, std::ios::trunc) << formatCalibration(c, calibrationFingerprint(host));
   return c;
 }
 

@@ -298,8 +298,8 @@ double CostModel::switchShare(Collective coll, uint64_t bytes, uint64_t slotByte
   // What one rank keeps warm: its buffers and its share of the slots. The ranks of a core keep
   // their data across switches while together they fill under a quarter of its cache, and lose
   // all of it from a half (fitted to sweeps: docs/performance-notes.md#the-crowded-switch-share).
-  const double rank = double(footprint(coll, bytes, machine_.nranks)) +
-                      double(slotBytes) / double(machine_.nranks);
+  const double rank =
+      double(footprint(coll, bytes, machine_.nranks)) + double(slotBytes) / double(machine_.nranks);
   const double filled = crowding() * rank / double(coreCacheOf(constants_.host));
   return std::clamp((filled - 0.25) / 0.25, 0.0, 1.0);
 }
@@ -394,7 +394,7 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   // simulations serve every long size of this candidate.
   double mixed = 0;
   for (int tier = 0; tier < 3; ++tier) {
-    const double weight = tier == 0 ? 1.0 - tiers.llc - tiers.memory
+    const double weight = tier == 0   ? 1.0 - tiers.llc - tiers.memory
                           : tier == 1 ? tiers.llc
                                       : tiers.memory;
     if (weight <= 0) continue;
@@ -428,10 +428,9 @@ Result<double> CostModel::remembered(Collective coll, Algorithm algo, uint64_t b
     std::lock_guard<std::mutex> lock(memo_->mutex);
     if (auto it = memo_->times.find(key); it != memo_->times.end()) return it->second;
   }
-  ASSIGN_OR_RETURN(double t,
-                   simulate(coll, algo, bytes, chunkBytes, nchannels,
-                            machineWith({tier == 1 ? 1.0 : 0.0, tier == 2 ? 1.0 : 0.0},
-                                        inCoreShare(bytes, chunkBytes, nchannels))));
+  ASSIGN_OR_RETURN(double t, simulate(coll, algo, bytes, chunkBytes, nchannels,
+                                      machineWith({tier == 1 ? 1.0 : 0.0, tier == 2 ? 1.0 : 0.0},
+                                                  inCoreShare(bytes, chunkBytes, nchannels))));
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->times.emplace(key, t);
   return t;
@@ -442,15 +441,14 @@ std::string CostModel::describe() const {
   int cores = 0;
   for (int k : coresOfHost_) cores += k;
   char text[512];
-  std::snprintf(
-      text, sizeof(text),
-      "%d ranks on %zu host(s), %d core(s) for them (ranks/core up to %.2f); step "
-      "%.3f us, hop %.3f us (crowded %.3f us), copy %.1f/%.1f GB/s and reduce "
-      "%.1f/%.1f GB/s (cache/memory), LLC %llu KiB, core cache %llu KiB",
-      machine_.nranks, coresOfHost_.size(), cores, crowding(), c.stepUs, c.hopUs, c.crowdedHopUs,
-      c.copyCacheGBps, c.copyDramGBps, c.reduceCacheGBps, c.reduceDramGBps,
-      static_cast<unsigned long long>(llcOf(constants_) >> 10),
-      static_cast<unsigned long long>(coreCacheOf(constants_.host) >> 10));
+  std::snprintf(text, sizeof(text),
+                "%d ranks on %zu host(s), %d core(s) for them (ranks/core up to %.2f); step "
+                "%.3f us, hop %.3f us (crowded %.3f us), copy %.1f/%.1f GB/s and reduce "
+                "%.1f/%.1f GB/s (cache/memory), LLC %llu KiB, core cache %llu KiB",
+                machine_.nranks, coresOfHost_.size(), cores, crowding(), c.stepUs, c.hopUs,
+                c.crowdedHopUs, c.copyCacheGBps, c.copyDramGBps, c.reduceCacheGBps,
+                c.reduceDramGBps, static_cast<unsigned long long>(llcOf(constants_) >> 10),
+                static_cast<unsigned long long>(coreCacheOf(constants_.host) >> 10));
   return text;
 }
 

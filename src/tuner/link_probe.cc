@@ -5,8 +5,8 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "bootstrap/bootstrap.h"
 #include "base/little_endian.h"
+#include "bootstrap/bootstrap.h"
 
 namespace braid {
 namespace {
@@ -153,8 +153,8 @@ double oneWayLatencyUs(std::vector<double> roundTripsUs) {
   if (roundTripsUs.empty()) return 0;
   std::sort(roundTripsUs.begin(), roundTripsUs.end());
   const size_t n = roundTripsUs.size();
-  const double median = n % 2 == 1 ? roundTripsUs[n / 2]
-                                   : (roundTripsUs[n / 2 - 1] + roundTripsUs[n / 2]) / 2;
+  const double median =
+      n % 2 == 1 ? roundTripsUs[n / 2] : (roundTripsUs[n / 2 - 1] + roundTripsUs[n / 2]) / 2;
   return median / 2;
 }
 
@@ -183,8 +183,8 @@ Result<LinkFigures> probeLink(Bootstrap& bootstrap, int peer, const LinkProbeOpt
   Result<LinkFigures> figures = measure(prober, peer, options);
   // End the session whatever happened; if the link broke, the peer's own wait fails too.
   Status ended = prober.send(Kind::kDone, 0);
-  if (!figures.ok()) return figures.status().withContext("link probe of rank " +
-                                                         std::to_string(peer));
+  if (!figures.ok())
+    return figures.status().withContext("link probe of rank " + std::to_string(peer));
   RETURN_IF_ERROR(ended);
   return figures;
 }
@@ -210,9 +210,7 @@ Status answerLinkProbe(Bootstrap& bootstrap, int prober) {
         data.resize(c.bytes);
         RETURN_IF_ERROR(bootstrap.recv(prober, kDataTag, data.data(), data.size()));
         [[fallthrough]];
-      case Kind::kPing:
-        RETURN_IF_ERROR(sendControl(bootstrap, prober, kReplyTag, c));
-        break;
+      case Kind::kPing: RETURN_IF_ERROR(sendControl(bootstrap, prober, kReplyTag, c)); break;
       default:
         return remoteError("link probe: rank " + std::to_string(prober) +
                            " sent an unknown message kind " +

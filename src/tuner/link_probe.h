@@ -44,12 +44,12 @@ struct LinkProbeOptions {
 
 /// What one probe of one link found.
 struct LinkFigures {
-  double latencyUs = 0;    ///< one way: half the median round trip
+  double latencyUs = 0;  ///< one way: half the median round trip
   double minRoundTripUs = 0;
-  double gbps = 0;         ///< one direction
+  double gbps = 0;  ///< one direction
   uint64_t streamBytes = 0;
   double streamUs = 0;
-  int peer = -1;           ///< the leader at the other end
+  int peer = -1;  ///< the leader at the other end
 };
 
 /// The lowest rank of every host, hosts in order of their lowest rank.

@@ -70,8 +70,7 @@ TEST(LinkProbe, SlowestLinkTakesTheWorstOfEach) {
 /// Runs runNetworkProbe on threads joined over loopback, ranks placed on hostOf[rank]; then
 /// an all-gather proves the bootstrap still works. Returns each rank's probe (or the error).
 std::vector<NetworkProbe> runProbe(const std::vector<uint64_t>& hostOf, bool enabled,
-                                   const LinkProbeOptions& options,
-                                   std::vector<Status>* statuses) {
+                                   const LinkProbeOptions& options, std::vector<Status>* statuses) {
   const int n = static_cast<int>(hostOf.size());
   std::vector<NetworkProbe> out(hostOf.size());
   *statuses = onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& b) -> Status {

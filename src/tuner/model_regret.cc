@@ -11,7 +11,8 @@
 // the measuring build picked for it (--verbose prints what this build picks); where a model change
 // picks another, that row's regret is only an estimate until measured again.
 //
-//   braid-model-regret --calibration FILE [--verbose] [--llc BYTES] [--bind core|none] SWEEP.json...
+//   braid-model-regret --calibration FILE [--verbose] [--llc BYTES] [--bind core|none]
+//   SWEEP.json...
 // (--llc: judge the model as if the last-level cache held BYTES; --bind: where the sweep does not
 // say, whether braid-perf bound its ranks to a CPU each - its default - or not)
 #include <cmath>
@@ -158,9 +159,8 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
   bool identity = true;
   for (int r = 0; r < nranks; ++r) identity &= ring[static_cast<size_t>(r)] == r;
   if (identity) ring.clear();
-  ASSIGN_OR_RETURN(CostModel model,
-                   CostModel::create(constants, placements, std::move(ring), config.nslots,
-                                     config.fifoBytes));
+  ASSIGN_OR_RETURN(CostModel model, CostModel::create(constants, placements, std::move(ring),
+                                                      config.nslots, config.fifoBytes));
   if (describe) std::printf("# n=%d: %s\n", nranks, model.describe().c_str());
   // The communicator's default channel count (communicator.cc).
   constexpr int kDefaultMaxChannels = 4;
@@ -170,8 +170,8 @@ Result<Tuner> hostTuner(const Calibration& calibration, const Config& config, in
   return Tuner::create(options, model, nullptr);
 }
 
-Status judge(const Sweep& sweep, const Calibration& calibration, const Config& config,
-             bool verbose, bool bindDefault, uint64_t llcBytes) {
+Status judge(const Sweep& sweep, const Calibration& calibration, const Config& config, bool verbose,
+             bool bindDefault, uint64_t llcBytes) {
   const bool bound = sweep.bound.value_or(bindDefault);
   ASSIGN_OR_RETURN(Tuner tuner,
                    hostTuner(calibration, config, sweep.nranks, bound, "", true, llcBytes));
@@ -207,8 +207,8 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
     ++sizes;
     std::printf("n=%d %10llu B  chose %-6s (%s %u x%d) regret %6.1f%%  fastest %-6s %10.2f us\n",
                 sweep.nranks, static_cast<unsigned long long>(size), chosen.c_str(),
-                choiceSourceName(choice.source), choice.chunkBytes, choice.nchannels,
-                100 * regret, bestName.c_str(), bestUs);
+                choiceSourceName(choice.source), choice.chunkBytes, choice.nchannels, 100 * regret,
+                bestName.c_str(), bestUs);
     if (!verbose) continue;
     for (const auto& [name, us] : times) {
       const std::optional<Algorithm> algo = findAlgorithm(name);
@@ -222,11 +222,12 @@ Status judge(const Sweep& sweep, const Calibration& calibration, const Config& c
                   predicted > 0 ? predicted / us : 0.0);
     }
   }
-  std::printf("%s n=%d model regret over %d sizes: geometric mean %.1f%%, max %.1f%% (%llu B); "
-              "fastest chosen at %d\n",
-              std::string(collectiveName(sweep.coll)).c_str(), sweep.nranks, sizes,
-              100 * std::expm1(logSum / sizes), 100 * worst,
-              static_cast<unsigned long long>(worstSize), right);
+  std::printf(
+      "%s n=%d model regret over %d sizes: geometric mean %.1f%%, max %.1f%% (%llu B); "
+      "fastest chosen at %d\n",
+      std::string(collectiveName(sweep.coll)).c_str(), sweep.nranks, sizes,
+      100 * std::expm1(logSum / sizes), 100 * worst, static_cast<unsigned long long>(worstSize),
+      right);
   return okStatus();
 }
 

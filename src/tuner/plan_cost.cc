@@ -22,10 +22,10 @@ struct Fifo {
   int receiver = 0;
   size_t posted = 0;
   size_t released = 0;
-  size_t maxMessages = 0;       ///< items in flight at most
-  uint64_t ringBytes = 0;       ///< ring bytes in flight at most (0: unbounded)
-  std::vector<double> arrival;  ///< item k is visible to the receiver from arrival[k]
-  std::vector<double> freed;    ///< item k's slot is visible to the sender as free from freed[k]
+  size_t maxMessages = 0;          ///< items in flight at most
+  uint64_t ringBytes = 0;          ///< ring bytes in flight at most (0: unbounded)
+  std::vector<double> arrival;     ///< item k is visible to the receiver from arrival[k]
+  std::vector<double> freed;       ///< item k's slot is visible to the sender as free from freed[k]
   std::vector<uint64_t> ringUsed;  ///< ring bytes taken by items 0..k-1 (ringUsed[0] = 0)
 
   /// The oldest item that must be freed before one taking `need` ring bytes may be posted, or
@@ -38,7 +38,8 @@ struct Fifo {
       const uint64_t target = ringUsed[posted] + need - ringBytes;
       const size_t k = static_cast<size_t>(
           std::lower_bound(ringUsed.begin(), ringUsed.begin() + static_cast<long>(posted) + 1,
-                           target) - ringUsed.begin());
+                           target) -
+          ringUsed.begin());
       first = std::max(first, k);
     }
     return first;
@@ -307,8 +308,7 @@ class Simulation {
             const int posts = part == Part::kRecvHalf || !shape.sends ? 0
                               : part == Part::kSendHalf               ? 1
                                                                       : step.nsend;
-            const bool receives =
-                part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
+            const bool receives = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
             const double bytesUs =
                 bytesCost(step, shape, part, m_.bytes, s > 0 ? &lane.steps[s - 1] : nullptr) -
                 (receives ? sameCoreSenders(r, step) : 0) * step.bytes * m_.bytes.transfer;
@@ -698,7 +698,8 @@ uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine
         if (bytes == 0) continue;
         for (int i = 0; i < s.nsend && i < kMaxStepPeers; ++i) {
           const int to = s.sendPeers[i];
-          const uint64_t key = (uint64_t(r) * n + uint64_t(uint32_t(to))) * 4096u + uint64_t(lane.channel);
+          const uint64_t key =
+              (uint64_t(r) * n + uint64_t(uint32_t(to))) * 4096u + uint64_t(lane.channel);
           Use& use = connectors[key];
           ++use.items;
           use.largest = std::max<uint64_t>(use.largest, bytes);

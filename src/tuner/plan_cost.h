@@ -55,8 +55,8 @@ struct PairLink {
 /// The modelled machine the plans run on (see above).
 struct SimMachine {
   int nranks = 1;
-  std::vector<int> hostOf;     ///< rank -> host index (0..hosts-1)
-  std::vector<int> cores;      ///< per host: cores its ranks share (0: one per rank)
+  std::vector<int> hostOf;  ///< rank -> host index (0..hosts-1)
+  std::vector<int> cores;   ///< per host: cores its ranks share (0: one per rank)
   /// Per rank: the core of its host (0..cores-1) it is bound to, or -1 (unbound: the host's k-th
   /// unbound rank runs on core k mod cores). Empty: all unbound.
   std::vector<int> coreOf;
@@ -68,7 +68,7 @@ struct SimMachine {
   /// lines and take none), up to kHostFifoMessages messages each. 0: nslots messages, as between
   /// hosts.
   uint64_t shmBudgetBytes = 0;
-  double stepUs = 0;           ///< CPU cost of executing any step (or one half of a SendRecv)
+  double stepUs = 0;  ///< CPU cost of executing any step (or one half of a SendRecv)
   /// On a crowded host: what a step's byte costs are multiplied by when its core last ran another
   /// rank's step.
   double switchFactor = 1;

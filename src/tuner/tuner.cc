@@ -276,9 +276,8 @@ Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
       const int owner = cellOwner(pair, k, share.nranks);
       if (owner == share.rank) continue;
       const uint8_t* in = at(all.data() + kGridBytes * size_t(owner), coll, k, algo);
-      grid[static_cast<int>(coll)][k][static_cast<int>(algo)] =
-          Cell{std::bit_cast<double>(getLe64(in)), getLe32(in + 8),
-               static_cast<int>(getLe32(in + 12))};
+      grid[static_cast<int>(coll)][k][static_cast<int>(algo)] = Cell{
+          std::bit_cast<double>(getLe64(in)), getLe32(in + 8), static_cast<int>(getLe32(in + 12))};
     }
   });
   return okStatus();

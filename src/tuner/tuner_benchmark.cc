@@ -19,7 +19,8 @@
 namespace braid {
 namespace {
 
-/// Constants a 2-vCPU VM calibrated (one with a 260 MiB L3); `salt` makes each model's grid key new.
+/// Constants a 2-vCPU VM calibrated (one with a 260 MiB L3); `salt` makes each model's grid key
+/// new.
 ModelConstants vmConstants(double salt) {
   ModelConstants m;
   Calibration& c = m.calibration;
@@ -104,7 +105,8 @@ void BM_Predict(benchmark::State& state) {
   const CostModel model = oneHostModel(4, 0);
   const uint64_t bytes = uint64_t{1} << state.range(0);
   for (auto _ : state) {
-    Result<double> us = model.predict(Collective::kAllReduce, Algorithm::kRing, bytes, 128 << 10, 2);
+    Result<double> us =
+        model.predict(Collective::kAllReduce, Algorithm::kRing, bytes, 128 << 10, 2);
     benchmark::DoNotOptimize(us);
   }
 }

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <sstream>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "tuner/calibration.h"
 #include "tuner/cost_model.h"
 #include "tuner/link_probe.h"
@@ -109,9 +109,8 @@ Result<Tuner> setUpTuner(const TunerContext& ctx) {
   const Config& config = *ctx.config;
   const int nranks = static_cast<int>(ctx.placements.size());
   ASSIGN_OR_RETURN(ModelConstants constants, sharedConstants(ctx));
-  ASSIGN_OR_RETURN(CostModel model,
-                   CostModel::create(constants, ctx.placements, ctx.ring, config.nslots,
-                                     config.fifoBytes));
+  ASSIGN_OR_RETURN(CostModel model, CostModel::create(constants, ctx.placements, ctx.ring,
+                                                      config.nslots, config.fifoBytes));
   std::optional<TuningTable> table;
   if (!config.tuningFile.empty()) {
     Result<TuningTable> loaded = TuningTable::load(config.tuningFile);

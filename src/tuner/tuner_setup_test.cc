@@ -12,10 +12,10 @@
 #include <sstream>
 #include <thread>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/bootstrap_threads.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_threads.h"
 #include "topology/discover.h"
 #include "topology/locality.h"
 #include "tuner/calibration.h"

@@ -181,7 +181,8 @@ TEST(ApiTest, AbortFromAnotherThreadUnblocksACall) {
   braidResult_t rc = braidSuccess;
   const auto start = Clock::now();
   // Rank 1 never joins: rank 0 waits until it is aborted.
-  std::thread waiter([&] { rc = braidAllReduce(&x, &y, 1, braidFloat32, braidSum, comms[0], nullptr); });
+  std::thread waiter(
+      [&] { rc = braidAllReduce(&x, &y, 1, braidFloat32, braidSum, comms[0], nullptr); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(braidCommAbort(comms[0]), braidSuccess);
   waiter.join();
@@ -222,7 +223,8 @@ TEST(ApiTest, MismatchedCollectivesFailOnEveryRankWithBothCallsNamed) {
   std::vector<std::string> message(2);
   onThreads(2, [&](int r) {
     if (r == 0) {
-      rc[r] = braidAllReduce(buf.data(), out.data(), 1000, braidFloat32, braidSum, comms[r], nullptr);
+      rc[r] =
+          braidAllReduce(buf.data(), out.data(), 1000, braidFloat32, braidSum, comms[r], nullptr);
     } else {
       std::vector<float> mine(1000, 2.0f);
       rc[r] = braidBroadcast(mine.data(), mine.data(), 1000, braidFloat32, 0, comms[r], nullptr);

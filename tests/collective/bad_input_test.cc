@@ -86,10 +86,10 @@ TEST_F(BadInputTest, NullBuffers) {
               braidInvalidArgument, comm(), "sendbuff is NULL");
   expectError(braidAllToAll(buf_.data(), nullptr, 4, braidFloat32, comm(), nullptr),
               braidInvalidArgument, comm(), "recvbuff is NULL");
-  expectError(braidSend(nullptr, 4, braidFloat32, 1, comm(), nullptr), braidInvalidArgument,
-              comm(), "sendbuff is NULL");
-  expectError(braidRecv(nullptr, 4, braidFloat32, 1, comm(), nullptr), braidInvalidArgument,
-              comm(), "recvbuff is NULL");
+  expectError(braidSend(nullptr, 4, braidFloat32, 1, comm(), nullptr), braidInvalidArgument, comm(),
+              "sendbuff is NULL");
+  expectError(braidRecv(nullptr, 4, braidFloat32, 1, comm(), nullptr), braidInvalidArgument, comm(),
+              "recvbuff is NULL");
   // The root of a broadcast needs sendbuff; every rank needs recvbuff.
   expectError(braidBroadcast(nullptr, out_.data(), 4, braidFloat32, 0, comm(), nullptr),
               braidInvalidArgument, comm(), "sendbuff is NULL");
@@ -121,9 +121,9 @@ TEST_F(BadInputTest, RootAndPeerOutOfRange) {
   for (int root : {-1, 2, INT_MAX}) {
     expectError(braidBroadcast(buf_.data(), out_.data(), 1, braidFloat32, root, comm(), nullptr),
                 braidInvalidArgument, comm(), "root");
-    expectError(braidReduce(buf_.data(), out_.data(), 1, braidFloat32, braidSum, root, comm(),
-                            nullptr),
-                braidInvalidArgument, comm(), "root");
+    expectError(
+        braidReduce(buf_.data(), out_.data(), 1, braidFloat32, braidSum, root, comm(), nullptr),
+        braidInvalidArgument, comm(), "root");
     expectError(braidSend(buf_.data(), 1, braidFloat32, root, comm(), nullptr),
                 braidInvalidArgument, comm(), "peer");
     expectError(braidRecv(out_.data(), 1, braidFloat32, root, comm(), nullptr),
@@ -132,17 +132,17 @@ TEST_F(BadInputTest, RootAndPeerOutOfRange) {
 }
 
 TEST_F(BadInputTest, CountOverflowingTheByteSize) {
-  expectError(braidAllReduce(buf_.data(), out_.data(), SIZE_MAX / 2, braidFloat32, braidSum,
-                             comm(), nullptr),
+  expectError(braidAllReduce(buf_.data(), out_.data(), SIZE_MAX / 2, braidFloat32, braidSum, comm(),
+                             nullptr),
               braidInvalidArgument, comm(), "overflows");
   expectError(braidAllGather(buf_.data(), out_.data(), SIZE_MAX / 4, braidInt8, comm(), nullptr),
               braidInvalidArgument, comm(), "overflows");
 }
 
 TEST_F(BadInputTest, OverlapThatIsNotInPlace) {
-  expectError(braidAllReduce(out_.data(), out_.data() + 4, 4, braidFloat32, braidSum, comm(),
-                             nullptr),
-              braidInvalidArgument, comm(), "overlap");
+  expectError(
+      braidAllReduce(out_.data(), out_.data() + 4, 4, braidFloat32, braidSum, comm(), nullptr),
+      braidInvalidArgument, comm(), "overlap");
 }
 
 TEST_F(BadInputTest, NullOutputsOfQueries) {
@@ -159,8 +159,8 @@ TEST_F(BadInputTest, NullOutputsOfQueries) {
 
 TEST_F(BadInputTest, CudaStreamOnAHostOnlyBuild) {
   int fakeStream = 0;
-  braidResult_t rc = braidAllReduce(buf_.data(), out_.data(), 1, braidFloat32, braidSum, comm(),
-                                    &fakeStream);
+  braidResult_t rc =
+      braidAllReduce(buf_.data(), out_.data(), 1, braidFloat32, braidSum, comm(), &fakeStream);
   EXPECT_NE(rc, braidSuccess);
   EXPECT_FALSE(std::string(braidGetLastError(comm())).empty());
 }
@@ -208,8 +208,8 @@ TEST(BadInit, UseAfterDestroyIsDetectedRightAfterASuccessfulCall) {
     } else {
       ASSERT_EQ(braidCommDestroy(comm), braidSuccess);
     }
-    expectError(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr),
-                braidInvalidUsage, nullptr, "not a live communicator");
+    expectError(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr), braidInvalidUsage,
+                nullptr, "not a live communicator");
     EXPECT_EQ(x, 1.0f);
   }
 }

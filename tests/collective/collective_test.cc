@@ -48,7 +48,8 @@ std::string runConformance(int rank, int nranks, const braidUniqueId& id, const 
   braidComm_t comm = nullptr;
   braidResult_t rc = braidCommInitRankConfig(&comm, nranks, id, rank, settings.config());
   if (rc != braidSuccess) {
-    return std::string("init failed: ") + braidGetErrorString(rc) + ": " + braidGetLastError(nullptr);
+    return std::string("init failed: ") + braidGetErrorString(rc) + ": " +
+           braidGetLastError(nullptr);
   }
   std::string error;
   for (const CollCase& c : cases) {
@@ -144,7 +145,8 @@ TEST_P(SharedBufferTest, PeersReadInputsInPlaceAndResultsMatch) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SharedBufferTest,
                          ::testing::Combine(::testing::Values(2, 3, 4),
-                                            ::testing::Range(0, int(sharedBufferVariants().size()))),
+                                            ::testing::Range(0,
+                                                             int(sharedBufferVariants().size()))),
                          [](const auto& info) {
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" +
                                   sharedBufferVariants()[std::get<1>(info.param)].name;
@@ -181,8 +183,8 @@ TEST(SharedBufferInPlace, RingAllReduceLendsTheBlocksItCompletes) {
           for (size_t i = 0; i < kCount && error.empty(); ++i) {
             const float want = 2 * float(i % 1000) + float(1 + 2 * call);
             if (data[i] != want) {
-              error = "element " + std::to_string(i) + " is " + std::to_string(data[i]) +
-                      ", not " + std::to_string(want);
+              error = "element " + std::to_string(i) + " is " + std::to_string(data[i]) + ", not " +
+                      std::to_string(want);
             }
           }
         }

@@ -57,9 +57,8 @@ std::string waitingRank(int rank, braidComm_t comm, const ProcessResources& befo
   CallMaker maker(comm, rank, kRanks, 1);
   Timed t = maker.call(TestColl::kAllReduce);
   if (t.rc == braidSuccess) t = maker.call(TestColl::kAllReduce);
-  const std::string got =
-      std::string(braidGetErrorString(t.rc)) + " after " + std::to_string(t.seconds) + " s: " +
-      t.message;
+  const std::string got = std::string(braidGetErrorString(t.rc)) + " after " +
+                          std::to_string(t.seconds) + " s: " + t.message;
   checks.expect(t.rc == braidRemoteError, "expected braidRemoteError, got " + got);
   checks.expect(t.seconds < kTimeout + kSlack, "too slow: " + got);
   checks.expect(t.message.find("rank 0 failed") != std::string::npos &&
@@ -175,8 +174,10 @@ TEST_P(AbortRightAfterACall, LetsThePeersFinishItAndFailsTheirNextCall) {
           checks.expect(next.rc == braidRemoteError &&
                             next.message.find("rank " + std::to_string(quitter) + " failed") !=
                                 std::string::npos,
-                        "round " + std::to_string(round) + ": expected braidRemoteError naming "
-                        "rank " + std::to_string(quitter) + ", got " + got);
+                        "round " + std::to_string(round) +
+                            ": expected braidRemoteError naming "
+                            "rank " +
+                            std::to_string(quitter) + ", got " + got);
           checks.expect(next.seconds < kSlack, "too slow: " + got);
           checks.expect(braidCommDestroy(comm) == braidSuccess, "destroy failed");
         }

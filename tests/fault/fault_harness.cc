@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "algorithms/algorithms.h"
+#include "tests/support/sanitizers.h"
 #include "topology/host_id.h"
 #include "tuner/calibration.h"
-#include "tests/support/sanitizers.h"
 
 namespace braid::testing {
 namespace {
@@ -94,8 +94,8 @@ void dieAfter(Death death, double seconds) {
 
 SharedBoard& board() {
   static SharedBoard* shared = [] {
-    void* p = mmap(nullptr, sizeof(SharedBoard), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, sizeof(SharedBoard), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
     if (p == MAP_FAILED) std::abort();
     return new (p) SharedBoard();
   }();
@@ -174,7 +174,10 @@ bool Checks::expect(bool ok, const std::string& what) {
 }
 
 CallMaker::CallMaker(braidComm_t comm, int rank, int nranks, size_t count)
-    : comm_(comm), rank_(rank), nranks_(nranks), count_(count),
+    : comm_(comm),
+      rank_(rank),
+      nranks_(nranks),
+      count_(count),
       in_(count * static_cast<size_t>(nranks), 1.0),
       out_(count * static_cast<size_t>(nranks), 0.0) {}
 
@@ -206,15 +209,11 @@ Timed CallMaker::call(const CallSpec& spec) {
     case TestColl::kReduce:
       t.rc = braidReduce(in, out, n, spec.type, spec.op, spec.root, comm_, nullptr);
       break;
-    case TestColl::kAllGather:
-      t.rc = braidAllGather(in, out, n, spec.type, comm_, nullptr);
-      break;
+    case TestColl::kAllGather: t.rc = braidAllGather(in, out, n, spec.type, comm_, nullptr); break;
     case TestColl::kReduceScatter:
       t.rc = braidReduceScatter(in, out, n, spec.type, spec.op, comm_, nullptr);
       break;
-    case TestColl::kAllToAll:
-      t.rc = braidAllToAll(in, out, n, spec.type, comm_, nullptr);
-      break;
+    case TestColl::kAllToAll: t.rc = braidAllToAll(in, out, n, spec.type, comm_, nullptr); break;
     case TestColl::kSendRecvRing: {
       braidGroupStart();
       braidResult_t rs = braidSend(in, n, spec.type, (rank_ + 1) % nranks_, comm_, nullptr);
@@ -231,8 +230,8 @@ Timed CallMaker::call(const CallSpec& spec) {
 }
 
 std::string describeSpec(const CallSpec& spec) {
-  static const char* const kTypes[] = {"int8",  "uint8", "int32", "uint32", "int64",
-                                       "uint64", "half", "float", "double", "bfloat16"};
+  static const char* const kTypes[] = {"int8",   "uint8", "int32", "uint32", "int64",
+                                       "uint64", "half",  "float", "double", "bfloat16"};
   static const char* const kOps[] = {"sum", "prod", "max", "min", "avg"};
   std::string text = CallMaker::callName(spec.coll) + "(count=" + std::to_string(spec.count) +
                      ", " + kTypes[spec.type];
@@ -271,8 +270,7 @@ std::string algoSetting(const CollAlgo& ca) {
 bool namesDeadRank(const std::string& message, int rank) {
   const std::string r = "rank " + std::to_string(rank);
   for (const std::string& form : {r + " (pid ", r + " closed", r + " exited", r + " ("}) {
-    for (size_t at = message.find(form); at != std::string::npos;
-         at = message.find(form, at + 1)) {
+    for (size_t at = message.find(form); at != std::string::npos; at = message.find(form, at + 1)) {
       // "rank 1 (" must not be the start of "rank 1 (pid" of another form: any is fine, but
       // the address form must say the rank left.
       if (form != r + " (") return true;

@@ -38,11 +38,11 @@ void dieAfter(Death death, double seconds);
 /// A page shared by the test process and every rank it forks (mapped before the fork).
 struct SharedBoard {
   std::atomic<int> victimPid{0};
-  std::atomic<int> pids[8] = {};    ///< each rank's pid, written as it starts
-  std::atomic<int> ready{0};        ///< ranks that reached a point the test waits for
-  std::atomic<int> released{0};     ///< set by the test to let them go on
-  std::atomic<int> failed{0};       ///< survivors whose failure is known
-  char listener[8][64] = {};        ///< bootstrap listener address per rank ("" until known)
+  std::atomic<int> pids[8] = {};  ///< each rank's pid, written as it starts
+  std::atomic<int> ready{0};      ///< ranks that reached a point the test waits for
+  std::atomic<int> released{0};   ///< set by the test to let them go on
+  std::atomic<int> failed{0};     ///< survivors whose failure is known
+  char listener[8][64] = {};      ///< bootstrap listener address per rank ("" until known)
 };
 /// The board of this test run (mapped on first use, zeroed by resetBoard()).
 SharedBoard& board();

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "braid.h"
 #include "bootstrap/bootstrap.h"
+#include "braid.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/support/multiprocess.h"
 #include "transport/shm/shm_segment.h"
@@ -45,10 +45,10 @@ struct Scenario {
   int victim = 1;
   Death death = Death::kKill;
   Phase phase = Phase::kMidCall;
-  std::string point;   ///< kInitPoint: the hook point ...
-  int pointSkip = 0;   ///< ... and how many times to pass it first
-  double delay = 0;    ///< kInitTimer, kMidCall: seconds after the start of init / the loop
-  int callsBefore = 0; ///< kBetweenCalls
+  std::string point;    ///< kInitPoint: the hook point ...
+  int pointSkip = 0;    ///< ... and how many times to pass it first
+  double delay = 0;     ///< kInitTimer, kMidCall: seconds after the start of init / the loop
+  int callsBefore = 0;  ///< kBetweenCalls
   TestColl coll = TestColl::kAllReduce;
   std::string algoSetting;
   size_t count = 16384;
@@ -127,8 +127,8 @@ std::string survivorBody(const Scenario& s, int rank, const braidUniqueId& id) {
       }
     }
   }
-  checks.expect(!failedCall.empty(), "every call succeeded although rank " +
-                                         std::to_string(s.victim) + " died");
+  checks.expect(!failedCall.empty(),
+                "every call succeeded although rank " + std::to_string(s.victim) + " died");
   if (!failedCall.empty()) {
     const std::string got = std::string(braidGetErrorString(failure.rc)) + " after " +
                             std::to_string(failure.seconds) + " s: " + failure.message;
@@ -139,8 +139,7 @@ std::string survivorBody(const Scenario& s, int rank, const braidUniqueId& id) {
     checks.expect(failure.seconds <= s.timeout + kSlack, "too slow: " + got);
     if (remote && s.death != Death::kStop) {
       checks.expect(namesDeadRank(failure.message, s.victim),
-                    "the message does not name dead rank " + std::to_string(s.victim) + ": " +
-                        got);
+                    "the message does not name dead rank " + std::to_string(s.victim) + ": " + got);
     }
     if (timeout) {
       checks.expect(failure.message.find("timed out") != std::string::npos ||
@@ -164,16 +163,15 @@ std::string survivorBody(const Scenario& s, int rank, const braidUniqueId& id) {
     braidResult_t async = braidSuccess;
     checks.expect(braidCommGetAsyncError(comm, &async) == braidSuccess,
                   "braidCommGetAsyncError failed");
-    checks.expect(async == failure.rc, std::string("async error is ") +
-                                           braidGetErrorString(async) + ", the call returned " +
+    checks.expect(async == failure.rc, std::string("async error is ") + braidGetErrorString(async) +
+                                           ", the call returned " +
                                            braidGetErrorString(failure.rc));
     // Unusable afterwards, with the same error and no wait.
     CallMaker again(comm, rank, s.nranks, 1);
     const Timed next = again.call(TestColl::kAllReduce);
     checks.expect(next.rc == failure.rc && next.seconds < 1,
-                  std::string("a call after the failure returned ") +
-                      braidGetErrorString(next.rc) + " after " + std::to_string(next.seconds) +
-                      " s");
+                  std::string("a call after the failure returned ") + braidGetErrorString(next.rc) +
+                      " after " + std::to_string(next.seconds) + " s");
     checks.expect(braidCommDestroy(comm) == braidSuccess,
                   std::string("braidCommDestroy failed: ") + braidGetLastError(nullptr));
   }
@@ -296,9 +294,8 @@ TEST(InitKill, AtEveryBootstrapPoint) {
     const char* name;
     int skip;
   };
-  const Point points[] = {{"join:root", 0}, {"join:table", 0}, {"join:ring", 0},
-                          {"ring:step", 0}, {"ring:step", 2}, {"ring:step", 4},
-                          {"ring:step", 7}};
+  const Point points[] = {{"join:root", 0}, {"join:table", 0}, {"join:ring", 0}, {"ring:step", 0},
+                          {"ring:step", 2}, {"ring:step", 4},  {"ring:step", 7}};
   int turn = 0;
   for (const Point& point : points) {
     Scenario s;

@@ -13,8 +13,8 @@
 // halving/doubling, direct plans, a broadcast chain against a reduce chain, two broadcast roots
 // that never receive: the deviant and its successor see the mismatch themselves (in the call, or
 // when a check slot that came late is taken: at their next call or braidCommGetAsyncError), the
-// other ranks learn it from their failure notices. A count == 0 call exchanges nothing, check included (see
-// ZeroCountSurfacesAtTheNextExchange).
+// other ranks learn it from their failure notices. A count == 0 call exchanges nothing, check
+// included (see ZeroCountSurfacesAtTheNextExchange).
 //
 // The matrix runs every kind of disagreement under every algorithm, sampled so that the suite
 // stays short: every pair of different collectives under every algorithm (the deviant on either
@@ -76,9 +76,9 @@ std::string rankBody(const Mismatch& m, int rank, const braidUniqueId& id) {
   if (!m.algo.empty()) settings.add(m.algo);
   if (!m.transport.empty()) settings.add(m.transport);
   braidComm_t comm = nullptr;
-  if (!checks.expect(braidCommInitRankConfig(&comm, m.nranks, id, rank, settings.config()) ==
-                         braidSuccess,
-                     std::string("init failed: ") + braidGetLastError(nullptr))) {
+  if (!checks.expect(
+          braidCommInitRankConfig(&comm, m.nranks, id, rank, settings.config()) == braidSuccess,
+          std::string("init failed: ") + braidGetLastError(nullptr))) {
     return checks.text();
   }
   {
@@ -132,9 +132,9 @@ void runMismatch(const Mismatch& m) {
   EXPECT_EQ(failures(outcomes), "") << m.name;
 }
 
-const TestColl kAll[] = {TestColl::kAllReduce,     TestColl::kBroadcast, TestColl::kReduce,
-                         TestColl::kAllGather,     TestColl::kReduceScatter,
-                         TestColl::kAllToAll,      TestColl::kSendRecvRing};
+const TestColl kAll[] = {TestColl::kAllReduce,   TestColl::kBroadcast,     TestColl::kReduce,
+                         TestColl::kAllGather,   TestColl::kReduceScatter, TestColl::kAllToAll,
+                         TestColl::kSendRecvRing};
 
 Mismatch collectiveMismatch(TestColl common, TestColl deviant, int deviantRank) {
   Mismatch m;
@@ -219,9 +219,8 @@ TEST(Mismatch, DifferentCounts) {
     m.deviant = CallSpec{ca.coll, turn % 2 == 0 ? size_t{1001} : size_t{3000}};
     m.deviantRank = (turn++) % kRanks;
     m.algo = algoSetting(ca);
-    m.name = withAlgo(testCollName(ca.coll) + " count " + std::to_string(m.deviant.count) +
-                          " vs 1000",
-                      m.algo);
+    m.name = withAlgo(
+        testCollName(ca.coll) + " count " + std::to_string(m.deviant.count) + " vs 1000", m.algo);
     runMismatch(m);
   }
 }
@@ -284,8 +283,8 @@ TEST(Mismatch, OverSockets) {
   pairs.algo = "BRAID_ALGO=rhd";
   for (Mismatch* m : {&roots, &chains, &pairs}) {
     m->transport = "BRAID_TRANSPORT=socket";
-    m->name = withAlgo(m->name.empty() ? "broadcast roots 3 and 0" : m->name, m->algo) +
-              " over sockets";
+    m->name =
+        withAlgo(m->name.empty() ? "broadcast roots 3 and 0" : m->name, m->algo) + " over sockets";
     runMismatch(*m);
   }
 }

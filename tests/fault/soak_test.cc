@@ -36,12 +36,12 @@ std::string growth(const ProcessResources& before, const ProcessResources& after
            std::to_string(after.shm.size()) + ";";
   }
   if (after.threads > before.threads) {
-    out += " threads " + std::to_string(before.threads) + " -> " + std::to_string(after.threads) +
-           ";";
+    out +=
+        " threads " + std::to_string(before.threads) + " -> " + std::to_string(after.threads) + ";";
   }
   if (after.rssKb > before.rssKb + kRssSlackKb) {
-    out += " RSS " + std::to_string(before.rssKb) + " kB -> " + std::to_string(after.rssKb) +
-           " kB;";
+    out +=
+        " RSS " + std::to_string(before.rssKb) + " kB -> " + std::to_string(after.rssKb) + " kB;";
   }
   return out;
 }
@@ -65,10 +65,10 @@ TEST(Soak, HundredThousandSmallAllReduces) {
         for (int i = 0; i < kCalls && checks.empty(); ++i) {
           if (i == kWarmupCalls) warm = snapshotResources();
           for (size_t k = 0; k < in.size(); ++k) in[k] = float(rank + 1) * float(k + i % 7);
-          const braidResult_t rc =
-              braidAllReduce(in.data(), out.data(), in.size(), braidFloat32, braidSum, comm, nullptr);
-          checks.expect(rc == braidSuccess, "call " + std::to_string(i) + " failed: " +
-                                                braidGetLastError(comm));
+          const braidResult_t rc = braidAllReduce(in.data(), out.data(), in.size(), braidFloat32,
+                                                  braidSum, comm, nullptr);
+          checks.expect(rc == braidSuccess,
+                        "call " + std::to_string(i) + " failed: " + braidGetLastError(comm));
           if (i % 1000 == 0) {
             const float ranksSum = float(nranks * (nranks + 1) / 2);
             for (size_t k = 0; k < out.size(); ++k) {
@@ -80,8 +80,8 @@ TEST(Soak, HundredThousandSmallAllReduces) {
         }
         const ProcessResources end = snapshotResources();
         const std::string grew = growth(warm, end);
-        checks.expect(grew.empty(), "grew over " + std::to_string(kCalls - kWarmupCalls) +
-                                        " calls:" + grew);
+        checks.expect(grew.empty(),
+                      "grew over " + std::to_string(kCalls - kWarmupCalls) + " calls:" + grew);
         checks.expect(braidCommDestroy(comm) == braidSuccess, "destroy failed");
         return checks.text();
       },

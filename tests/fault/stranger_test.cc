@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "braid.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_wire.h"
 #include "bootstrap/unique_id.h"
+#include "braid.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/support/multiprocess.h"
 
@@ -77,9 +77,9 @@ void attack(const SocketAddress& where, const Secret& secret, FrameType firstFra
   Socket wrong = connectTo(where, checks);
   Secret other = secret;
   other[5] ^= 0x40;
-  checks.expect(authenticateAsClient(wrong, other, Deadline::after(5), "wrong").code() ==
-                    braidRemoteError,
-                "a wrong secret verified the listener" + at);
+  checks.expect(
+      authenticateAsClient(wrong, other, Deadline::after(5), "wrong").code() == braidRemoteError,
+      "a wrong secret verified the listener" + at);
   const std::vector<uint8_t> proof(kClientProofBytes, 0x17);
   (void)wrong.writeAll(proof.data(), proof.size(), Deadline::after(5), "wrong");
   checks.expect(droppedWithin(wrong, 5), "a wrong secret was not dropped" + at);
@@ -106,7 +106,8 @@ std::string strangerBody(const UniqueIdInfo& info) {
   // The root has one rank so far; the held rank's listener runs.
   attack(info.root, info.secret, FrameType::kJoin, stalling, checks);
   Result<SocketAddress> listener = SocketAddress::parse(board().listener[kHeld]);
-  if (checks.expect(listener.ok(), std::string("no listener address: ") + board().listener[kHeld])) {
+  if (checks.expect(listener.ok(),
+                    std::string("no listener address: ") + board().listener[kHeld])) {
     attack(listener.value(), info.secret, FrameType::kIdentify, stalling, checks);
     // An insider that claims to be rank 99: refused with the reason, the group undisturbed.
     Socket liar = connectTo(listener.value(), checks);
@@ -155,8 +156,8 @@ std::string rankBody(int rank, const braidUniqueId& id) {
   }
   const double seconds = secondsSince(start);
   if (rank != kHeld) {
-    checks.expect(seconds < kJoinWithin, "init took " + std::to_string(seconds) +
-                                             " s: it waited for a stranger");
+    checks.expect(seconds < kJoinWithin,
+                  "init took " + std::to_string(seconds) + " s: it waited for a stranger");
   }
   float x = float(rank + 1), y = 0;
   checks.expect(braidAllReduce(&x, &y, 1, braidFloat32, braidSum, comm, nullptr) == braidSuccess,

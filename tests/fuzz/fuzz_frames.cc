@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "bootstrap/bootstrap_wire.h"
 #include "base/little_endian.h"
+#include "bootstrap/bootstrap_wire.h"
 
 namespace braid {
 namespace {

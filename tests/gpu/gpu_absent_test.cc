@@ -30,7 +30,8 @@ TEST(GpuAbsent, DeviceCallsFailCleanlyAndHostCallsStillWork) {
           return std::string("init: ") + braidGetLastError(nullptr);
         }
         std::string e;
-        braidResult_t rc = braidAllReduce(fakeIn, fakeOut, 16, braidFloat32, braidSum, comm, nullptr);
+        braidResult_t rc =
+            braidAllReduce(fakeIn, fakeOut, 16, braidFloat32, braidSum, comm, nullptr);
         if (rc != braidUnhandledCudaError) {
           e = std::string("device call returned ") + braidGetErrorString(rc);
         } else if (std::string(braidGetLastError(comm)).empty()) {

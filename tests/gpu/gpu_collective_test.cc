@@ -100,7 +100,8 @@ TEST_P(GpuCollectiveTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GpuCollectiveTest,
                          ::testing::Combine(::testing::Values(2, 3, 4),
-                                            ::testing::Range(0, static_cast<int>(variants().size()))),
+                                            ::testing::Range(0,
+                                                             static_cast<int>(variants().size()))),
                          [](const auto& info) {
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" +
                                   variants()[std::get<1>(info.param)].name;
@@ -132,10 +133,13 @@ TEST(GpuStream, EnqueuesAndReturnsOrderedWithTheStream) {
           e = std::string("warm-up all-reduce: ") + braidGetLastError(comm);
         }
         if (e.empty()) e = cudaProblem(cudaStreamSynchronize(stream), "warm-up sync");
-        if (e.empty()) e = cudaProblem(launchGate(flags.host, flags.host + 1, 60000000000ull, stream), "gate");
-        if (e.empty()) e = cudaProblem(launchFill(inBuf, kCount, 10.0f * (rank + 1), stream), "fill");
+        if (e.empty())
+          e = cudaProblem(launchGate(flags.host, flags.host + 1, 60000000000ull, stream), "gate");
+        if (e.empty())
+          e = cudaProblem(launchFill(inBuf, kCount, 10.0f * (rank + 1), stream), "fill");
         if (e.empty()) {
-          braidResult_t rc = braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm, stream);
+          braidResult_t rc =
+              braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm, stream);
           if (rc != braidSuccess) e = std::string("all-reduce: ") + braidGetLastError(comm);
         }
         // Returned with the gate still closed: the work cannot have run.
@@ -186,13 +190,16 @@ TEST(GpuStream, GraphCaptureAndReplay) {
           std::string e = in.error() + out.error() + gathered.error();
           if (e.empty()) e = cudaProblem(cudaStreamCreate(&stream), "cudaStreamCreate");
           if (e.empty()) {
-            e = cudaProblem(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+            e = cudaProblem(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
+                            "begin capture");
           }
           if (e.empty()) {
             auto* inBuf = reinterpret_cast<float*>(in.data());
             auto* outBuf = reinterpret_cast<float*>(out.data());
-            braidResult_t a = braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm, stream);
-            braidResult_t b = braidAllGather(outBuf, gathered.data(), kCount, braidFloat32, comm, stream);
+            braidResult_t a =
+                braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm, stream);
+            braidResult_t b =
+                braidAllGather(outBuf, gathered.data(), kCount, braidFloat32, comm, stream);
             cudaError_t end = cudaStreamEndCapture(stream, &graph);
             if (a != braidSuccess || b != braidSuccess) {
               e = std::string("captured calls failed: ") + braidGetLastError(comm);
@@ -203,7 +210,8 @@ TEST(GpuStream, GraphCaptureAndReplay) {
           if (e.empty()) e = cudaProblem(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
           for (int replay = 0; replay < 3 && e.empty(); ++replay) {
             std::vector<float> input(kCount);
-            for (size_t i = 0; i < kCount; ++i) input[i] = static_cast<float>((rank + 1) * (replay + 1) + i % 5);
+            for (size_t i = 0; i < kCount; ++i)
+              input[i] = static_cast<float>((rank + 1) * (replay + 1) + i % 5);
             e = in.upload(input.data(), kCount * sizeof(float));
             if (e.empty()) e = cudaProblem(cudaGraphLaunch(exec, stream), "graph launch");
             if (e.empty()) e = cudaProblem(cudaStreamSynchronize(stream), "sync");
@@ -244,8 +252,8 @@ TEST(GpuFailure, MismatchedCallsAreReported) {
         if (std::string e = initOnGpu0(&comm, 2, id, rank, settings); !e.empty()) return e;
         DeviceBuffer buf(8192 * sizeof(float));
         const size_t count = rank == 0 ? 4096 : 4097;
-        braidResult_t rc = braidAllReduce(buf.data(), buf.data(), count, braidFloat32, braidSum,
-                                          comm, nullptr);
+        braidResult_t rc =
+            braidAllReduce(buf.data(), buf.data(), count, braidFloat32, braidSum, comm, nullptr);
         const std::string detail = braidGetLastError(comm);
         braidCommAbort(comm);
         if (rc == braidSuccess) return "mismatched all-reduce succeeded";
@@ -269,8 +277,8 @@ TEST(GpuFailure, StuckKernelTimesOut) {
         if (std::string e = initOnGpu0(&comm, 2, id, rank, settings); !e.empty()) return e;
         DeviceBuffer buf(1024 * sizeof(float));
         // Both set the device path up; then only rank 0 calls.
-        braidResult_t rc = braidAllReduce(buf.data(), buf.data(), 16, braidFloat32, braidSum, comm,
-                                          nullptr);
+        braidResult_t rc =
+            braidAllReduce(buf.data(), buf.data(), 16, braidFloat32, braidSum, comm, nullptr);
         if (rc != braidSuccess) return std::string("first call: ") + braidGetLastError(comm);
         std::string e;
         if (rank == 0) {

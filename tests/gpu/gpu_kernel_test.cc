@@ -56,7 +56,11 @@ std::vector<char> randomElements(braidDataType_t type, size_t count, std::mt1993
   for (size_t i = 0; i < count; ++i) {
     char* p = out.data() + i * es;
     const uint32_t pick = rng() % 64;
-    const float special = pick == 0 ? NAN : pick == 1 ? INFINITY : pick == 2 ? -0.0f : pick == 3 ? 0.0f : real(rng);
+    const float special = pick == 0   ? NAN
+                          : pick == 1 ? INFINITY
+                          : pick == 2 ? -0.0f
+                          : pick == 3 ? 0.0f
+                                      : real(rng);
     switch (type) {
       case braidFloat32: std::memcpy(p, &special, 4); break;
       case braidFloat64: {
@@ -116,9 +120,8 @@ TEST_P(GpuKernelTest, ReduceMatchesCpu) {
   const size_t es = dataTypeSize(type);
   const int nranks = 3;
   std::mt19937 rng(1234 + 10 * type + op);
-  const Shape shapes[] = {{1, 0, 0, 0},      {7, 0, 0, 0},     {1000, 1, 1, 1},
-                          {4099, 3, 3, 3},   {65539, 0, 0, 0}, {777, 0, 1, 2},
-                          {1 << 20, 5, 5, 5}};
+  const Shape shapes[] = {{1, 0, 0, 0},     {7, 0, 0, 0},   {1000, 1, 1, 1},   {4099, 3, 3, 3},
+                          {65539, 0, 0, 0}, {777, 0, 1, 2}, {1 << 20, 5, 5, 5}};
   const size_t slack = 64;
   for (const Shape& s : shapes) {
     for (bool final : {false, true}) {
@@ -138,7 +141,8 @@ TEST_P(GpuKernelTest, ReduceMatchesCpu) {
       Status launched = launchReduce(dDst, dA, dB, s.count, type, op, nranks, final, nullptr);
       ASSERT_TRUE(launched.ok()) << launched.message();
       std::vector<char> got(s.count * es);
-      ASSERT_EQ(cudaProblem(cudaMemcpy(got.data(), dDst, got.size(), cudaMemcpyDeviceToHost), "dst"), "");
+      ASSERT_EQ(
+          cudaProblem(cudaMemcpy(got.data(), dDst, got.size(), cudaMemcpyDeviceToHost), "dst"), "");
 
       std::vector<char> want(s.count * es);
       const kernels::Reducer reducer(type, op, nranks);
@@ -159,15 +163,12 @@ TEST_P(GpuKernelTest, ReduceMatchesCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, GpuKernelTest,
-                         ::testing::Combine(::testing::Range(0, 10), ::testing::Range(0, 5)),
-                         [](const auto& info) {
-                           return std::string(dataTypeName(static_cast<braidDataType_t>(
-                                      std::get<0>(info.param)))) +
-                                  "_" +
-                                  std::string(redOpName(
-                                      static_cast<braidRedOp_t>(std::get<1>(info.param))));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllTypesAndOps, GpuKernelTest,
+    ::testing::Combine(::testing::Range(0, 10), ::testing::Range(0, 5)), [](const auto& info) {
+      return std::string(dataTypeName(static_cast<braidDataType_t>(std::get<0>(info.param)))) +
+             "_" + std::string(redOpName(static_cast<braidRedOp_t>(std::get<1>(info.param))));
+    });
 
 TEST(GpuCopy, AnyAlignmentAndSize) {
   if (testing::visibleGpus() == 0) GTEST_SKIP() << "no CUDA device here";
@@ -178,8 +179,10 @@ TEST(GpuCopy, AnyAlignmentAndSize) {
   DeviceArena in(maxBytes + 64), out(maxBytes + 64);
   ASSERT_EQ(in.error(), "");
   ASSERT_EQ(out.error(), "");
-  ASSERT_EQ(cudaProblem(cudaMemcpy(in.data(), src.data(), maxBytes, cudaMemcpyHostToDevice), "src"), "");
-  for (size_t bytes : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{4097}, size_t{1 << 20}}) {
+  ASSERT_EQ(cudaProblem(cudaMemcpy(in.data(), src.data(), maxBytes, cudaMemcpyHostToDevice), "src"),
+            "");
+  for (size_t bytes :
+       {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{4097}, size_t{1 << 20}}) {
     for (size_t srcShift : {0, 1, 4, 8}) {
       for (size_t dstShift : {0, 1, 2, 8}) {
         SCOPED_TRACE(std::to_string(bytes) + " bytes, shifts " + std::to_string(srcShift) + "/" +
@@ -190,7 +193,10 @@ TEST(GpuCopy, AnyAlignmentAndSize) {
         std::vector<char> got(bytes + 2 * 8);
         // Read one guard-ish byte range around the destination as well.
         const size_t from = dstShift >= 1 ? dstShift - 1 : 0;
-        ASSERT_EQ(cudaProblem(cudaMemcpy(got.data(), out.data() + from, bytes + 2, cudaMemcpyDeviceToHost), "dst"), "");
+        ASSERT_EQ(cudaProblem(
+                      cudaMemcpy(got.data(), out.data() + from, bytes + 2, cudaMemcpyDeviceToHost),
+                      "dst"),
+                  "");
         const char* body = got.data() + (dstShift - from);
         EXPECT_EQ(std::memcmp(body, src.data() + srcShift, bytes), 0);
         EXPECT_EQ(static_cast<unsigned char>(body[bytes]), 0x3c) << "wrote past the end";

@@ -85,8 +85,10 @@ std::string DeviceBuffer::checkGuards(const std::string& what) {
   }
   if (!e.empty()) return what + ": " + e;
   for (size_t i = 0; i < kGuard; ++i) {
-    if (before[i] != kPattern) return what + ": guard byte " + std::to_string(i) + " before the buffer was overwritten";
-    if (after[i] != kPattern) return what + ": guard byte " + std::to_string(i) + " after the buffer was overwritten";
+    if (before[i] != kPattern)
+      return what + ": guard byte " + std::to_string(i) + " before the buffer was overwritten";
+    if (after[i] != kPattern)
+      return what + ": guard byte " + std::to_string(i) + " after the buffer was overwritten";
   }
   return "";
 }
@@ -156,15 +158,11 @@ std::string runAndCheckOnDevice(braidComm_t comm, int rank, int n, const CollCas
     case TestColl::kBroadcast:
       rc = braidBroadcast(send, recv, c.count, c.type, c.root, comm, s);
       break;
-    case TestColl::kAllGather:
-      rc = braidAllGather(send, recv, c.count, c.type, comm, s);
-      break;
+    case TestColl::kAllGather: rc = braidAllGather(send, recv, c.count, c.type, comm, s); break;
     case TestColl::kReduceScatter:
       rc = braidReduceScatter(send, recv, c.count, c.type, c.op, comm, s);
       break;
-    case TestColl::kAllToAll:
-      rc = braidAllToAll(send, recv, c.count, c.type, comm, s);
-      break;
+    case TestColl::kAllToAll: rc = braidAllToAll(send, recv, c.count, c.type, comm, s); break;
     case TestColl::kSendRecvRing: {
       braidGroupStart();
       const braidResult_t rs = braidSend(send, c.count, c.type, (rank + 1) % n, comm, s);
@@ -243,9 +241,9 @@ std::string runAndCheckOnDevice(braidComm_t comm, int rank, int n, const CollCas
 }
 
 std::vector<CollCase> deviceCases(int nranks, size_t largeCount) {
-  const TestColl colls[] = {TestColl::kAllReduce,     TestColl::kBroadcast, TestColl::kReduce,
-                            TestColl::kAllGather,     TestColl::kReduceScatter,
-                            TestColl::kAllToAll,      TestColl::kSendRecvRing};
+  const TestColl colls[] = {TestColl::kAllReduce,   TestColl::kBroadcast,     TestColl::kReduce,
+                            TestColl::kAllGather,   TestColl::kReduceScatter, TestColl::kAllToAll,
+                            TestColl::kSendRecvRing};
   std::vector<CollCase> cases;
   uint32_t seed = 7;
   int turn = 0;

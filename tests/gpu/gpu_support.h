@@ -17,8 +17,8 @@ namespace braid::testing {
 /// CUDA devices a process can use here (0 without a driver or GPU). Cached.
 int visibleGpus();
 
-#define BRAID_SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                             \
+#define BRAID_SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                               \
     if (::braid::testing::visibleGpus() == 0) GTEST_SKIP() << "no CUDA device here"; \
   } while (0)
 

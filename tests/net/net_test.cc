@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "braid.h"
 #include "base/config.h"
+#include "braid.h"
 #include "tests/net/virtual_hosts.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/multiprocess.h"
@@ -401,9 +401,9 @@ TEST(NetSlowLink, LinkProbeFollowsTheShapingAndTheTunerFollowsTheProbe) {
   }
   EXPECT_FALSE(changed.empty()) << "the same choices over both links:\n" << plain.text;
   std::cout << "unshaped: " << plain.latencyUs << " us, " << plain.gbps << " GB/s, probe "
-            << plain.probeMs << " ms\nshaped (" << qdisc.value() << " 400mbit, 2 ms): "
-            << slow.latencyUs << " us, " << slow.gbps << " GB/s, probe " << slow.probeMs
-            << " ms\nchoices that changed:\n"
+            << plain.probeMs << " ms\nshaped (" << qdisc.value()
+            << " 400mbit, 2 ms): " << slow.latencyUs << " us, " << slow.gbps << " GB/s, probe "
+            << slow.probeMs << " ms\nchoices that changed:\n"
             << changed;
 }
 

@@ -8,7 +8,7 @@
 namespace braid::testing {
 namespace {
 
-constexpr int kAllTypes[] = {braidInt8,    braidUint8,  braidInt32,   braidUint32, braidInt64,
+constexpr int kAllTypes[] = {braidInt8,   braidUint8,   braidInt32,   braidUint32,  braidInt64,
                              braidUint64, braidFloat16, braidFloat32, braidFloat64, braidBfloat16};
 constexpr int kAllOps[] = {braidSum, braidProd, braidMax, braidMin, braidAvg};
 
@@ -70,7 +70,8 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
           c.coll == TestColl::kAllReduce
               ? braidAllReduce(send, recv, c.count, c.type, c.op, comm, nullptr)
               : braidReduce(send, recv, c.count, c.type, c.op, c.root, comm, nullptr);
-      if (rc != braidSuccess) return what + ": " + callError(testCollName(c.coll).c_str(), rc, comm);
+      if (rc != braidSuccess)
+        return what + ": " + callError(testCollName(c.coll).c_str(), rc, comm);
       if (isRoot) {
         expected.resize(bytes);
         for (size_t i = 0; i < c.count; ++i) {
@@ -154,8 +155,7 @@ std::string runAndCheck(braidComm_t comm, int rank, int n, const CollCase& c) {
       if (rc != braidSuccess) return what + ": " + callError("alltoall", rc, comm);
       expected.resize(bytes * n);
       for (int p = 0; p < n; ++p) {
-        fillInput(expected.data() + p * bytes, c.count, c.type, pattern, p, rank * c.count,
-                  c.seed);
+        fillInput(expected.data() + p * bytes, c.count, c.type, pattern, p, rank * c.count, c.seed);
       }
       error = compareElements(out.data(), expected.data(), c.count * n, c.type, what);
       if (error.empty()) error = out.checkGuards(what + " output");
@@ -189,9 +189,9 @@ std::vector<CollCase> conformanceCases(int nranks, const std::vector<size_t>& sm
   std::vector<CollCase> cases;
   uint32_t seed = 1;
   int rootTurn = 0;
-  const TestColl colls[] = {TestColl::kAllReduce,     TestColl::kBroadcast, TestColl::kReduce,
-                            TestColl::kAllGather,     TestColl::kReduceScatter,
-                            TestColl::kAllToAll,      TestColl::kSendRecvRing};
+  const TestColl colls[] = {TestColl::kAllReduce,   TestColl::kBroadcast,     TestColl::kReduce,
+                            TestColl::kAllGather,   TestColl::kReduceScatter, TestColl::kAllToAll,
+                            TestColl::kSendRecvRing};
   for (TestColl coll : colls) {
     for (int type : kAllTypes) {
       for (int op : kAllOps) {
@@ -214,8 +214,9 @@ std::vector<CollCase> conformanceCases(int nranks, const std::vector<size_t>& sm
     }
     // Large counts: one integer and one float type per collective, a few ops.
     for (size_t count : largeCounts) {
-      for (auto [type, op] : {std::pair{braidFloat32, braidSum}, std::pair{braidBfloat16, braidAvg},
-                              std::pair{braidInt32, braidMax}, std::pair{braidFloat64, braidProd}}) {
+      for (auto [type, op] :
+           {std::pair{braidFloat32, braidSum}, std::pair{braidBfloat16, braidAvg},
+            std::pair{braidInt32, braidMax}, std::pair{braidFloat64, braidProd}}) {
         if (!isReduction(coll) && op != braidSum) continue;
         CollCase c;
         c.coll = coll;

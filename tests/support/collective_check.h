@@ -12,8 +12,15 @@
 
 namespace braid::testing {
 
-enum class TestColl { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll,
-                      kSendRecvRing };
+enum class TestColl {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecvRing
+};
 
 std::string testCollName(TestColl coll);
 bool isReduction(TestColl coll);

@@ -142,8 +142,10 @@ std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const Ran
     for (int r = 0; r < nranks; ++r) {
       if (pipes[r] >= 0) pfds.push_back({pipes[r], POLLIN, 0});
     }
-    if (!pfds.empty()) poll(pfds.data(), pfds.size(), 10);
-    else usleep(10000);
+    if (!pfds.empty())
+      poll(pfds.data(), pfds.size(), 10);
+    else
+      usleep(10000);
     for (int r = 0; r < nranks; ++r) {
       if (pipes[r] < 0) continue;
       char buf[4096];
@@ -197,9 +199,12 @@ std::string failures(const std::vector<RankOutcome>& outcomes) {
   for (const RankOutcome& o : outcomes) {
     if (o.ok()) continue;
     os << "rank " << o.rank << ": ";
-    if (o.timedOut) os << "timed out; ";
-    else if (!o.exited) os << "killed by signal " << o.signal << " (" << strsignal(o.signal) << "); ";
-    else os << "exit code " << o.exitCode << "; ";
+    if (o.timedOut)
+      os << "timed out; ";
+    else if (!o.exited)
+      os << "killed by signal " << o.signal << " (" << strsignal(o.signal) << "); ";
+    else
+      os << "exit code " << o.exitCode << "; ";
     os << o.output << "\n";
   }
   return os.str();

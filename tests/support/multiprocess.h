@@ -14,11 +14,11 @@ namespace braid::testing {
 
 struct RankOutcome {
   int rank = 0;
-  bool exited = false;   ///< exited normally (else killed by a signal or by the deadline)
+  bool exited = false;  ///< exited normally (else killed by a signal or by the deadline)
   int exitCode = 0;
   int signal = 0;
   bool timedOut = false;
-  std::string output;    ///< what the body reported (failures), or why it died
+  std::string output;  ///< what the body reported (failures), or why it died
   bool ok() const { return exited && exitCode == 0 && !timedOut; }
 };
 

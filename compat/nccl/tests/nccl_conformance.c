@@ -7,9 +7,8 @@
  * Usage: nccl_conformance [nranks]   (2 to 4, default 4: products of inputs up to 3 must fit
  * an int8)
  */
-#include <nccl.h>
-
 #include <math.h>
+#include <nccl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,35 +21,38 @@
 static int gRank = -1;
 static int gFailures = 0;
 
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "rank %d, line %d: check failed: %s: ", gRank,   \
-              __LINE__, #cond);                                        \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-      ++gFailures;                                                     \
-    }                                                                  \
+#define CHECK(cond, ...)                                                               \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      fprintf(stderr, "rank %d, line %d: check failed: %s: ", gRank, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                                    \
+      fprintf(stderr, "\n");                                                           \
+      ++gFailures;                                                                     \
+    }                                                                                  \
   } while (0)
 
 /* A call that must succeed; on failure the rest of the rank's checks would only cascade. */
-#define NCCL_OK(call)                                                                     \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    if (r_ != ncclSuccess) {                                                              \
-      fprintf(stderr, "rank %d, line %d: %s returned %d (%s): %s\n", gRank, __LINE__,     \
-              #call, (int)r_, ncclGetErrorString(r_), ncclGetLastError(NULL));            \
-      exit(1);                                                                            \
-    }                                                                                     \
+#define NCCL_OK(call)                                                                        \
+  do {                                                                                       \
+    ncclResult_t r_ = (call);                                                                \
+    if (r_ != ncclSuccess) {                                                                 \
+      fprintf(stderr, "rank %d, line %d: %s returned %d (%s): %s\n", gRank, __LINE__, #call, \
+              (int)r_, ncclGetErrorString(r_), ncclGetLastError(NULL));                      \
+      exit(1);                                                                               \
+    }                                                                                        \
   } while (0)
 
 /* ---- element access for every datatype (values here are small, exactly representable) ---- */
 
 static size_t typeSize(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
     default: return 8;
   }
 }
@@ -77,13 +79,41 @@ static float fromHalf(uint16_t h) {
 static void put(void* buf, size_t i, ncclDataType_t t, double v) {
   char* p = (char*)buf + i * typeSize(t);
   switch (t) {
-    case ncclInt8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-    case ncclUint8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case ncclInt32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-    case ncclUint32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-    case ncclInt64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-    case ncclUint64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-    case ncclFloat16: { uint16_t x = toHalf((float)v); memcpy(p, &x, 2); break; }
+    case ncclInt8: {
+      int8_t x = (int8_t)v;
+      memcpy(p, &x, 1);
+      break;
+    }
+    case ncclUint8: {
+      uint8_t x = (uint8_t)v;
+      memcpy(p, &x, 1);
+      break;
+    }
+    case ncclInt32: {
+      int32_t x = (int32_t)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    case ncclUint32: {
+      uint32_t x = (uint32_t)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    case ncclInt64: {
+      int64_t x = (int64_t)v;
+      memcpy(p, &x, 8);
+      break;
+    }
+    case ncclUint64: {
+      uint64_t x = (uint64_t)v;
+      memcpy(p, &x, 8);
+      break;
+    }
+    case ncclFloat16: {
+      uint16_t x = toHalf((float)v);
+      memcpy(p, &x, 2);
+      break;
+    }
     case ncclBfloat16: {
       float f = (float)v;
       uint32_t bits;
@@ -92,21 +122,57 @@ static void put(void* buf, size_t i, ncclDataType_t t, double v) {
       memcpy(p, &x, 2);
       break;
     }
-    case ncclFloat32: { float x = (float)v; memcpy(p, &x, 4); break; }
-    default: { double x = v; memcpy(p, &x, 8); break; }
+    case ncclFloat32: {
+      float x = (float)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    default: {
+      double x = v;
+      memcpy(p, &x, 8);
+      break;
+    }
   }
 }
 
 static double get(const void* buf, size_t i, ncclDataType_t t) {
   const char* p = (const char*)buf + i * typeSize(t);
   switch (t) {
-    case ncclInt8: { int8_t x; memcpy(&x, p, 1); return x; }
-    case ncclUint8: { uint8_t x; memcpy(&x, p, 1); return x; }
-    case ncclInt32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case ncclUint32: { uint32_t x; memcpy(&x, p, 4); return x; }
-    case ncclInt64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-    case ncclUint64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
-    case ncclFloat16: { uint16_t x; memcpy(&x, p, 2); return fromHalf(x); }
+    case ncclInt8: {
+      int8_t x;
+      memcpy(&x, p, 1);
+      return x;
+    }
+    case ncclUint8: {
+      uint8_t x;
+      memcpy(&x, p, 1);
+      return x;
+    }
+    case ncclInt32: {
+      int32_t x;
+      memcpy(&x, p, 4);
+      return x;
+    }
+    case ncclUint32: {
+      uint32_t x;
+      memcpy(&x, p, 4);
+      return x;
+    }
+    case ncclInt64: {
+      int64_t x;
+      memcpy(&x, p, 8);
+      return (double)x;
+    }
+    case ncclUint64: {
+      uint64_t x;
+      memcpy(&x, p, 8);
+      return (double)x;
+    }
+    case ncclFloat16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      return fromHalf(x);
+    }
     case ncclBfloat16: {
       uint16_t x;
       memcpy(&x, p, 2);
@@ -115,8 +181,16 @@ static double get(const void* buf, size_t i, ncclDataType_t t) {
       memcpy(&f, &bits, 4);
       return f;
     }
-    case ncclFloat32: { float x; memcpy(&x, p, 4); return x; }
-    default: { double x; memcpy(&x, p, 8); return x; }
+    case ncclFloat32: {
+      float x;
+      memcpy(&x, p, 4);
+      return x;
+    }
+    default: {
+      double x;
+      memcpy(&x, p, 8);
+      return x;
+    }
   }
 }
 
@@ -130,7 +204,8 @@ static double expected(ncclRedOp_t op, ncclDataType_t t, int nranks, size_t i) {
   for (int r = 1; r < nranks; ++r) {
     double v = input(r, i);
     switch (op) {
-      case ncclSum: case ncclAvg: acc += v; break;
+      case ncclSum:
+      case ncclAvg: acc += v; break;
       case ncclProd: acc *= v; break;
       case ncclMax: acc = v > acc ? v : acc; break;
       case ncclMin: acc = v < acc ? v : acc; break;
@@ -162,7 +237,7 @@ static void* xmalloc(size_t bytes) {
 
 /* ---- the multi-process part ---- */
 
-static const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,  ncclUint32,
+static const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
                                         ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
                                         ncclFloat64, ncclBfloat16};
 static const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
@@ -381,7 +456,8 @@ static void checkPreMulSum(ncclComm_t comm, int rank, int n) {
 static void checkErrors(ncclComm_t comm, int rank, int n) {
   float a[4] = {0}, b[4] = {0};
   CHECK(ncclAllReduce(a, b, 4, (ncclDataType_t)ncclNumTypes, ncclSum, comm, NULL) ==
-            ncclInvalidArgument, "unknown datatype");
+            ncclInvalidArgument,
+        "unknown datatype");
   CHECK(strstr(ncclGetLastError(NULL), "datatype") != NULL, "message names the datatype: %s",
         ncclGetLastError(NULL));
   CHECK(ncclAllReduce(a, b, 4, ncclFloat32, (ncclRedOp_t)77, comm, NULL) == ncclInvalidArgument,
@@ -443,8 +519,7 @@ static void checkShrink(ncclComm_t comm, int rank, int n) {
   CHECK(ncclCommShrink(comm, self, 1, &refused, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage &&
             refused == NULL,
         "a rank that excludes itself is refused");
-  CHECK(ncclCommShrink(comm, excluded, 1, &refused, NULL, NCCL_SHRINK_ABORT) ==
-            ncclInvalidArgument,
+  CHECK(ncclCommShrink(comm, excluded, 1, &refused, NULL, NCCL_SHRINK_ABORT) == ncclInvalidArgument,
         "NCCL_SHRINK_ABORT is refused");
 }
 

@@ -164,7 +164,7 @@ TEST(Bfloat16ConversionTest, NarrowingMatchesReferenceOverFloatSweep) {
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::max()), 0x7F80);  // rounds to infinity
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::infinity()), 0x7F80);
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::denorm_min()), 0x0000);
-  EXPECT_EQ(floatToBfloat16(floatOf(0x00018000u)), 0x0002);  // subnormal tie to even
+  EXPECT_EQ(floatToBfloat16(floatOf(0x00018000u)), 0x0002);       // subnormal tie to even
   EXPECT_TRUE(isBf16Nan(floatToBfloat16(floatOf(0x7F800001u))));  // payload only in low bits
   EXPECT_TRUE(isBf16Nan(floatToBfloat16(floatOf(0xFFFFFFFFu))));
 }

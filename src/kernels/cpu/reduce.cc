@@ -64,12 +64,9 @@ bool cpuIsaSupported(CpuIsa isa) {
   static const bool avx2 = detectAvx2();
   static const bool avx512 = detectAvx512();
   switch (isa) {
-    case CpuIsa::kBaseline:
-      return true;
-    case CpuIsa::kAvx2:
-      return avx2;
-    case CpuIsa::kAvx512:
-      return avx512;
+    case CpuIsa::kBaseline: return true;
+    case CpuIsa::kAvx2: return avx2;
+    case CpuIsa::kAvx512: return avx512;
   }
   return false;
 }
@@ -83,12 +80,9 @@ CpuIsa bestCpuIsa() {
 
 const char* cpuIsaName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kBaseline:
-      return "baseline";
-    case CpuIsa::kAvx2:
-      return "avx2";
-    case CpuIsa::kAvx512:
-      return "avx512";
+    case CpuIsa::kBaseline: return "baseline";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
   }
   return "unknown";
 }
@@ -96,12 +90,9 @@ const char* cpuIsaName(CpuIsa isa) {
 const KernelTable& kernelTable(CpuIsa isa) {
   if (!cpuIsaSupported(isa)) isa = bestCpuIsa();
   switch (isa) {
-    case CpuIsa::kAvx512:
-      return avx512Kernels();
-    case CpuIsa::kAvx2:
-      return avx2Kernels();
-    case CpuIsa::kBaseline:
-      break;
+    case CpuIsa::kAvx512: return avx512Kernels();
+    case CpuIsa::kAvx2: return avx2Kernels();
+    case CpuIsa::kBaseline: break;
   }
   return baselineKernels();
 }
@@ -170,9 +161,10 @@ void reduceChain(const Reducer& reducer, char* dst, Operand operand, int n, size
 
 }  // namespace
 
-void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, int n,
-               size_t count, bool finalize) {
-  reduceChain(reducer, dst, [&](int k) { return operands[k]; }, n, count, finalize);
+void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, int n, size_t count,
+               bool finalize) {
+  reduceChain(
+      reducer, dst, [&](int k) { return operands[k]; }, n, count, finalize);
 }
 
 void reduceToAll(const Reducer& reducer, char* const* outputs, int noutputs, bool streamFirst,
@@ -184,8 +176,9 @@ void reduceToAll(const Reducer& reducer, char* const* outputs, int noutputs, boo
   alignas(64) thread_local char stage[kStageBytes];
   for (size_t at = 0; at < bytes; at += kStageBytes) {
     const size_t n = std::min(kStageBytes, bytes - at);
-    reduceChain(reducer, stage, [&](int k) { return operands[k] + at; }, noperands,
-                n / reducer.elemSize(), finalize);
+    reduceChain(
+        reducer, stage, [&](int k) { return operands[k] + at; }, noperands, n / reducer.elemSize(),
+        finalize);
     for (int i = 0; i < noutputs; ++i) {
       if (streamFirst && i == 0) {
         copyStreaming(outputs[i] + at, stage, n);

@@ -87,8 +87,8 @@ class Reducer {
 /// dst = operands[0] op operands[1] op ... op operands[n - 1], count elements, the last step
 /// with the op's post-processing when `finalize` (reduceFinal). n >= 2; dst may alias
 /// operands[0] exactly, no other operand.
-void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, int n,
-               size_t count, bool finalize);
+void reduceAll(const Reducer& reducer, char* dst, const char* const* operands, int n, size_t count,
+               bool finalize);
 /// reduceAll's value, `bytes` of it, written to each of `outputs` (outputs[0] with
 /// non-temporal stores when streamFirst) through a small buffer of the calling thread's: for
 /// outputs that other cores read, FIFO slots whose lines sit in their readers' caches, which a

@@ -215,8 +215,8 @@ struct HalfTag {};
 struct Bfloat16Tag {};
 
 template <class T>
-using ComputeOf = std::conditional_t<std::is_same_v<T, HalfTag> || std::is_same_v<T, Bfloat16Tag>,
-                                     float, T>;
+using ComputeOf =
+    std::conditional_t<std::is_same_v<T, HalfTag> || std::is_same_v<T, Bfloat16Tag>, float, T>;
 
 template <class T, class Op, class Post>
 void binaryAny(void* dst, const void* a, const void* b, size_t n, Post post) {
@@ -406,8 +406,9 @@ void copy2StreamingKernel(void* dst1, void* dst2, const void* src, size_t bytes)
   const size_t head = headToLine(d1, bytes);
   copyPiece(d1, d2, s, head);
   const size_t lines = (bytes - head) / kLine;
-  const bool together = d2 == nullptr || ((reinterpret_cast<uintptr_t>(d2) -
-                                           reinterpret_cast<uintptr_t>(d1)) & (kLine - 1)) == 0;
+  const bool together =
+      d2 == nullptr ||
+      ((reinterpret_cast<uintptr_t>(d2) - reinterpret_cast<uintptr_t>(d1)) & (kLine - 1)) == 0;
   if (together) {
     copyLines<true, true>(d1 + head, d2 == nullptr ? nullptr : d2 + head, s + head, lines);
   } else {

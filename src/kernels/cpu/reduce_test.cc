@@ -38,14 +38,11 @@ template <class T>
 T refInt(braidRedOp_t op, T x, T y, bool final, int nranks) {
   const __int128 a = x, b = y;
   switch (op) {
-    case braidSum:
-      return wrapTo<T>(a + b);
+    case braidSum: return wrapTo<T>(a + b);
     case braidProd:  // modulo 2^128, whose low bits are those of the true product
       return wrapTo<T>(static_cast<unsigned __int128>(a) * static_cast<unsigned __int128>(b));
-    case braidMax:
-      return a > b ? x : y;
-    case braidMin:
-      return a < b ? x : y;
+    case braidMax: return a > b ? x : y;
+    case braidMin: return a < b ? x : y;
     case braidAvg: {
       const T sum = wrapTo<T>(a + b);
       // Division of exact values truncates toward zero, the same quotient C gives in T's type.
@@ -58,16 +55,11 @@ T refInt(braidRedOp_t op, T x, T y, bool final, int nranks) {
 template <class F>
 F refFloat(braidRedOp_t op, F x, F y, bool final, int nranks) {
   switch (op) {
-    case braidSum:
-      return x + y;
-    case braidProd:
-      return x * y;
-    case braidMax:
-      return std::fmax(x, y);
-    case braidMin:
-      return std::fmin(x, y);
-    case braidAvg:
-      return final ? (x + y) / static_cast<F>(nranks) : x + y;
+    case braidSum: return x + y;
+    case braidProd: return x * y;
+    case braidMax: return std::fmax(x, y);
+    case braidMin: return std::fmin(x, y);
+    case braidAvg: return final ? (x + y) / static_cast<F>(nranks) : x + y;
   }
   return 0;
 }
@@ -153,10 +145,26 @@ void refElement(braidDataType_t type, braidRedOp_t op, int nranks, bool final, c
 bool sameElement(braidDataType_t type, const void* x, const void* y) {
   auto asDouble = [&](const void* p) -> double {
     switch (type) {
-      case braidFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-      case braidFloat64: { double d; std::memcpy(&d, p, 8); return d; }
-      case braidFloat16: { uint16_t h; std::memcpy(&h, p, 2); return refHalfToFloat(h); }
-      default: { uint16_t h; std::memcpy(&h, p, 2); return refBf16ToFloat(h); }
+      case braidFloat32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+      }
+      case braidFloat64: {
+        double d;
+        std::memcpy(&d, p, 8);
+        return d;
+      }
+      case braidFloat16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return refHalfToFloat(h);
+      }
+      default: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return refBf16ToFloat(h);
+      }
     }
   };
   if (!isFloatingType(type)) return std::memcmp(x, y, dataTypeSize(type)) == 0;
@@ -185,7 +193,11 @@ std::vector<unsigned char> randomElements(braidDataType_t type, size_t count,
   std::uniform_real_distribution<double> moderate(-100.0, 100.0);
   const double kSpecials[] = {std::numeric_limits<double>::quiet_NaN(),
                               std::numeric_limits<double>::infinity(),
-                              -std::numeric_limits<double>::infinity(), 0.0, -0.0, 1e-40, -3e-8};
+                              -std::numeric_limits<double>::infinity(),
+                              0.0,
+                              -0.0,
+                              1e-40,
+                              -3e-8};
   for (size_t i = 0; i < count; ++i) {
     unsigned char* p = bytes.data() + i * size;
     if (!isFloatingType(type)) {
@@ -196,7 +208,11 @@ std::vector<unsigned char> randomElements(braidDataType_t type, size_t count,
     double v = moderate(rng);
     if (rng() % 8 == 0) v = kSpecials[rng() % std::size(kSpecials)];
     switch (type) {
-      case braidFloat32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case braidFloat32: {
+        const float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
       case braidFloat64: std::memcpy(p, &v, 8); break;
       case braidFloat16: {
         const uint16_t h = refFloatToHalf(static_cast<float>(v));
@@ -256,9 +272,7 @@ class ReduceTest : public ::testing::TestWithParam<Param> {
       case Call::kReduceFinal:
         reducer.reduceFinal(dst, abuf.data() + kGuard + aOff, bbuf.data() + kGuard + bOff, count);
         break;
-      case Call::kFinalize:
-        reducer.finalize(dst, abuf.data() + kGuard + aOff, count);
-        break;
+      case Call::kFinalize: reducer.finalize(dst, abuf.data() + kGuard + aOff, count); break;
     }
     expectElements(call, a, b, count, nranks, dst);
     for (size_t i = 0; i < dbuf.size(); ++i) {
@@ -438,12 +452,11 @@ TEST_P(ReduceValuesTest, AvgTruncatesIntegersTowardZero) {
   using U32 = std::vector<uint32_t>;
   EXPECT_EQ(run(braidUint32, braidAvg, 3, true, U32{0xFFFFFFFFu}, U32{0}), U32{0x55555555u});
   using I64 = std::vector<int64_t>;
-  EXPECT_EQ(run(braidInt64, braidAvg, 3, true, I64{std::numeric_limits<int64_t>::min(), -5},
-                I64{0, 0}),
-            (I64{-3074457345618258602, -1}));
+  EXPECT_EQ(
+      run(braidInt64, braidAvg, 3, true, I64{std::numeric_limits<int64_t>::min(), -5}, I64{0, 0}),
+      (I64{-3074457345618258602, -1}));
   using U64 = std::vector<uint64_t>;
-  EXPECT_EQ(run(braidUint64, braidAvg, 2, true, U64{~uint64_t{0}}, U64{0}),
-            U64{~uint64_t{0} >> 1});
+  EXPECT_EQ(run(braidUint64, braidAvg, 2, true, U64{~uint64_t{0}}, U64{0}), U64{~uint64_t{0} >> 1});
   // Not final: Avg is a plain sum.
   EXPECT_EQ(run(braidInt32, braidAvg, 2, false, I32{-7}, I32{2}), I32{-5});
 }
@@ -524,8 +537,8 @@ std::vector<unsigned char> patternBytes(size_t n, unsigned seed) {
 /// `off2` bytes and checks the data and the guard bytes around each destination.
 template <class CopyCall>
 void checkCopy(size_t bytes, size_t srcOff, size_t off1, size_t off2, bool two, CopyCall call) {
-  SCOPED_TRACE(::testing::Message() << "bytes " << bytes << " offsets " << srcOff << "/" << off1
-                                    << "/" << off2);
+  SCOPED_TRACE(::testing::Message()
+               << "bytes " << bytes << " offsets " << srcOff << "/" << off1 << "/" << off2);
   constexpr size_t kGuard = 64;
   const std::vector<unsigned char> data = patternBytes(bytes, static_cast<unsigned>(bytes));
   std::vector<unsigned char> src(bytes + 2 * kGuard), d1(bytes + 2 * kGuard, 0x5A),
@@ -566,7 +579,7 @@ TEST_P(CopyTest, AllKernelsAllLengthsAndOffsets) {
       checkCopy(n, 0, off, 0, false, one(t.copyCached));
       checkCopy(n, 3, off, 0, false, one(t.copyStreaming));
       checkCopy(n, off, 0, off, true, two(t.copy2Cached));
-      checkCopy(n, 0, off, off, true, two(t.copy2Streaming));  // destinations line up
+      checkCopy(n, 0, off, off, true, two(t.copy2Streaming));      // destinations line up
       checkCopy(n, 0, off, off + 5, true, two(t.copy2Streaming));  // they cannot
     }
   }
@@ -598,9 +611,8 @@ TEST(PublicCopyTest, BelowAndAboveTheStreamingThreshold) {
   const size_t big = streamingCopyThreshold() + 4099;
   for (size_t n : {size_t{0}, size_t{1}, size_t{4099}, big}) {
     checkCopy(n, 1, 7, 0, false, [](void* d1, void*, const void* s, size_t b) { copy(d1, s, b); });
-    checkCopy(n, 0, 3, 9, true, [](void* d1, void* d2, const void* s, size_t b) {
-      copy2(d1, d2, s, b);
-    });
+    checkCopy(n, 0, 3, 9, true,
+              [](void* d1, void* d2, const void* s, size_t b) { copy2(d1, d2, s, b); });
   }
   std::vector<unsigned char> data = patternBytes(big, 1), buf = data;
   copy(buf.data(), buf.data(), big);

@@ -70,7 +70,8 @@ template <class S>
 __device__ inline S loadElement(const char* p, bool aligned) {
   if (aligned) return loadCg(reinterpret_cast<const S*>(p));
   unsigned char bytes[sizeof(S)];
-  for (size_t b = 0; b < sizeof(S); ++b) bytes[b] = __ldcg(reinterpret_cast<const unsigned char*>(p + b));
+  for (size_t b = 0; b < sizeof(S); ++b)
+    bytes[b] = __ldcg(reinterpret_cast<const unsigned char*>(p + b));
   S value;
   memcpy(&value, bytes, sizeof(S));
   return value;
@@ -127,7 +128,8 @@ __device__ inline uint4 finalizePack(uint4 x, int nranks) {
   Pack<S> a;
   a.vector = x;
 #pragma unroll
-  for (size_t e = 0; e < kPackBytes / sizeof(S); ++e) a.elements[e] = finalizeOne<Ty>(a.elements[e], nranks);
+  for (size_t e = 0; e < kPackBytes / sizeof(S); ++e)
+    a.elements[e] = finalizeOne<Ty>(a.elements[e], nranks);
   return a.vector;
 }
 
@@ -180,7 +182,8 @@ __device__ void combinePacks(const CombineArgs& a, size_t offset, size_t npacks,
         }
         const bool divide = a.final && k == nin - 1;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) acc[u] = combinePack<Ty, Op>(acc[u], x[u], divide, a.nranks);
+        for (int u = 0; u < kUnroll; ++u)
+          acc[u] = combinePack<Ty, Op>(acc[u], x[u], divide, a.nranks);
       }
     } else if (a.final) {
 #pragma unroll

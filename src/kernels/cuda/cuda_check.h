@@ -14,8 +14,8 @@ namespace braid {
 /// ok for cudaSuccess, else braidUnhandledCudaError naming `what` and the error.
 inline Status cudaStatus(cudaError_t error, std::string_view what) {
   if (error == cudaSuccess) return okStatus();
-  return Status(braidUnhandledCudaError, std::string(what) + ": " + cudaGetErrorName(error) +
-                                             " (" + cudaGetErrorString(error) + ")");
+  return Status(braidUnhandledCudaError, std::string(what) + ": " + cudaGetErrorName(error) + " (" +
+                                             cudaGetErrorString(error) + ")");
 }
 
 }  // namespace braid

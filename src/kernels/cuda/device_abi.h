@@ -58,7 +58,7 @@ struct DeviceCall {
   uint8_t dtype = 0;  ///< braidDataType_t
   uint8_t op = 0;     ///< braidRedOp_t (Sum for collectives that do not reduce)
   uint16_t reserved = 0;
-  int32_t nranks = 1;      ///< divisor of Avg
+  int32_t nranks = 1;       ///< divisor of Avg
   uint32_t firstBlock = 0;  ///< blocks [firstBlock, firstBlock + nlanes) run this call
 };
 

@@ -34,9 +34,7 @@ struct HalfType {
 struct Bfloat16Type {
   using Storage = uint16_t;
   using Compute = float;
-  __device__ static Compute load(Storage s) {
-    return __bfloat162float(__ushort_as_bfloat16(s));
-  }
+  __device__ static Compute load(Storage s) { return __bfloat162float(__ushort_as_bfloat16(s)); }
   __device__ static Storage store(Compute c) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(c));
   }

@@ -29,7 +29,8 @@ class DeviceGuard {
     previous_ = previous;
     current_ = device;
     if (device != previous) {
-      RETURN_IF_ERROR(cudaStatus(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"));
+      RETURN_IF_ERROR(
+          cudaStatus(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"));
     }
     return okStatus();
   }
@@ -57,7 +58,8 @@ class DeviceMemory {
  public:
   DeviceMemory() = default;
   ~DeviceMemory() { reset(); }
-  DeviceMemory(DeviceMemory&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
+  DeviceMemory(DeviceMemory&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
   DeviceMemory& operator=(DeviceMemory&& o) noexcept {
     if (this != &o) {
       reset();

@@ -1,5 +1,5 @@
-// The device executor kernel: the host executor's step semantics (src/executor/executor.cc) with one
-// thread block per lane.
+// The device executor kernel: the host executor's step semantics (src/executor/executor.cc) with
+// one thread block per lane.
 //
 // Per step, thread 0 waits for what the step needs - a slot from every receive peer (whose header
 // it checks against this rank's call), a free slot at every send peer - while the other threads
@@ -114,7 +114,8 @@ __device__ void fail(const ExecutorArgs& args, BlockState& s, uint32_t code,
   storeVolatile(&c->step, site.step);
   storeVolatile(&c->expectedBytes, site.expectedBytes);
   storeVolatile(&c->gotBytes, site.gotBytes);
-  if (site.expected != nullptr) copyWordsVolatile(&c->expected, site.expected, kDescriptorWords, true);
+  if (site.expected != nullptr)
+    copyWordsVolatile(&c->expected, site.expected, kDescriptorWords, true);
   if (site.got != nullptr) copyWordsVolatile(&c->got, site.got, kDescriptorWords, true);
   __threadfence_system();
   storeVolatile(&c->error, code);
@@ -228,9 +229,8 @@ __device__ void runCombine(const CombineArgs& a, const DeviceCall& call) {
     copyBlock(a, a.count * call.elemSize);
     return;
   }
-  withType(call.dtype, [&]<class Ty>() {
-    withOp(call.op, [&]<class Op>() { combineBlock<Ty, Op>(a); });
-  });
+  withType(call.dtype,
+           [&]<class Ty>() { withOp(call.op, [&]<class Op>() { combineBlock<Ty, Op>(a); }); });
 }
 
 struct StepContext {
@@ -396,8 +396,9 @@ __device__ __noinline__ void runBlock(const ExecutorArgs& args, const DeviceCall
   const uint32_t laneIndex = blockIdx.x - call.firstBlock;
   if (laneIndex >= call.nlanes) return;
   const DeviceLane lane = call.lanes[laneIndex];
-  const StepContext context{args, call, static_cast<int32_t>(callIndex),
-                            static_cast<int32_t>(laneIndex), lane.channel, 0};
+  const StepContext context{
+      args,         call, static_cast<int32_t>(callIndex), static_cast<int32_t>(laneIndex),
+      lane.channel, 0};
   if (threadIdx.x == 0) {
     s.stop = 0;
     if (loadVolatile(args.errorLatch) != 0) {
@@ -413,14 +414,15 @@ __device__ __noinline__ void runBlock(const ExecutorArgs& args, const DeviceCall
     const StepShape shape = deviceStepShape(step.op);
     StepContext c = context;
     c.stepIndex = static_cast<int32_t>(i);
-    const bool ok = shape.independent ? runIndependent(c, step, shape, s)
-                                      : runDependent(c, step, shape, s);
+    const bool ok =
+        shape.independent ? runIndependent(c, step, shape, s) : runDependent(c, step, shape, s);
     if (!ok) return;
   }
 }
 
 template <int N>
-__global__ void __launch_bounds__(kExecutorThreads) executorKernel(const __grid_constant__ LaunchArgs<N> args) {
+__global__ void __launch_bounds__(kExecutorThreads)
+    executorKernel(const __grid_constant__ LaunchArgs<N> args) {
   runBlock(args.common, args.calls);
 }
 

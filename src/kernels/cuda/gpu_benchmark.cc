@@ -80,8 +80,11 @@ class Buffers {
 void BM_MemcpyD2D(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   Buffers buf(state, bytes);
-  buf.run([&] { return cudaMemcpyAsync(buf.dst(), buf.a(), bytes, cudaMemcpyDeviceToDevice) == cudaSuccess; },
-          2 * bytes);
+  buf.run(
+      [&] {
+        return cudaMemcpyAsync(buf.dst(), buf.a(), bytes, cudaMemcpyDeviceToDevice) == cudaSuccess;
+      },
+      2 * bytes);
 }
 
 void BM_Copy(benchmark::State& state) {
@@ -94,8 +97,11 @@ void BM_Reduce(benchmark::State& state, braidDataType_t type, braidRedOp_t op) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t count = bytes / dataTypeSize(type);
   Buffers buf(state, bytes);
-  buf.run([&] { return launchReduce(buf.dst(), buf.a(), buf.b(), count, type, op, 2, false, nullptr).ok(); },
-          3 * count * dataTypeSize(type));
+  buf.run(
+      [&] {
+        return launchReduce(buf.dst(), buf.a(), buf.b(), count, type, op, 2, false, nullptr).ok();
+      },
+      3 * count * dataTypeSize(type));
 }
 
 void sizes(benchmark::internal::Benchmark* b) {

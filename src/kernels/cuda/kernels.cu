@@ -1,5 +1,3 @@
-#include "kernels/cuda/kernels.h"
-
 #include <cuda_runtime.h>
 
 #include <map>
@@ -9,6 +7,7 @@
 #include "base/dtype.h"
 #include "kernels/cuda/combine.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
 
 namespace braid::gpu {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
-#include "braid.h"
 #include "base/status.h"
+#include "braid.h"
 
 namespace braid::gpu {
 

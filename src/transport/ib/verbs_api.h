@@ -12,8 +12,8 @@
 
 #include <string>
 
-#include "braid_build_config.h"
 #include "base/status.h"
+#include "braid_build_config.h"
 
 #if BRAID_HAVE_IBVERBS
 #include <infiniband/verbs.h>

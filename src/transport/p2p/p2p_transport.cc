@@ -52,8 +52,9 @@ Status firstFailure(const std::vector<Record>& records, const char* stage) {
   for (size_t r = 0; r < records.size(); ++r) {
     if (records[r].failed != 0) {
       std::string text(records[r].error, strnlen(records[r].error, kErrorBytes));
-      return Status(braidUnhandledCudaError, std::string("device path ") + stage + " failed on rank " +
-                                                 std::to_string(r) + ": " + text);
+      return Status(braidUnhandledCudaError, std::string("device path ") + stage +
+                                                 " failed on rank " + std::to_string(r) + ": " +
+                                                 text);
     }
   }
   return okStatus();
@@ -142,14 +143,13 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
   for (int r = 0; r < n; ++r) {
     if (info[r].nslots != options.nslots || info[r].slotBytes != options.slotBytes ||
         info[r].maxChannels != options.maxChannels) {
-      return invalidUsage("p2p transport: rank " + std::to_string(r) + " uses " +
-                          std::to_string(info[r].maxChannels) + " channels of " +
-                          std::to_string(info[r].nslots) + " slots of " +
-                          std::to_string(info[r].slotBytes) + " bytes where rank " +
-                          std::to_string(me) + " uses " + std::to_string(options.maxChannels) +
-                          " of " + std::to_string(options.nslots) + " of " +
-                          std::to_string(options.slotBytes) +
-                          " (BRAID_NCHANNELS, BRAID_NSLOTS or BRAID_CHUNK_BYTES differ)");
+      return invalidUsage(
+          "p2p transport: rank " + std::to_string(r) + " uses " +
+          std::to_string(info[r].maxChannels) + " channels of " + std::to_string(info[r].nslots) +
+          " slots of " + std::to_string(info[r].slotBytes) + " bytes where rank " +
+          std::to_string(me) + " uses " + std::to_string(options.maxChannels) + " of " +
+          std::to_string(options.nslots) + " of " + std::to_string(options.slotBytes) +
+          " (BRAID_NCHANNELS, BRAID_NSLOTS or BRAID_CHUNK_BYTES differ)");
     }
   }
 
@@ -168,7 +168,8 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
   for (int r = 0; r < n; ++r) {
     std::vector<bool> senders(n);
     for (int s = 0; s < n; ++s) senders[s] = t->reach_[s][r];
-    t->layouts_[r] = P2pInboxLayout(senders, options.maxChannels, options.nslots, options.slotBytes);
+    t->layouts_[r] =
+        P2pInboxLayout(senders, options.maxChannels, options.nslots, options.slotBytes);
   }
 
   // Round 3: this rank's inbox, cleared and exported.

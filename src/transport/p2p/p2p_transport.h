@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/device_runtime.h"
 #include "base/status.h"
 #include "kernels/cuda/device_abi.h"
+#include "kernels/cuda/device_runtime.h"
 #include "transport/p2p/p2p_layout.h"
 
 namespace braid {

@@ -68,8 +68,8 @@ Result<void*> allocateSharedBuffer(size_t bytes) {
   if (p == MAP_FAILED) {
     const int err = errno;
     close(fd);
-    return systemError("braidMemAlloc: cannot map " + std::to_string(bytes) + " bytes: " +
-                       strerror(err));
+    return systemError("braidMemAlloc: cannot map " + std::to_string(bytes) +
+                       " bytes: " + strerror(err));
   }
   std::unique_lock lock(r.mutex);
   r.byAddress.emplace(reinterpret_cast<uintptr_t>(p), Allocation{id, fd, rounded});
@@ -165,7 +165,7 @@ const PeerBufferReader::Mapping* PeerBufferReader::map(const LentSpan& span) {
   }
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail(path + ": " + strerror(errno));
-  struct stat st{};
+  struct stat st {};
   void* p = MAP_FAILED;
   if (fstat(fd, &st) == 0 && st.st_size > 0) {
     p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
@@ -174,10 +174,9 @@ const PeerBufferReader::Mapping* PeerBufferReader::map(const LentSpan& span) {
   close(fd);
   if (p == MAP_FAILED) return fail(std::string("mmap: ") + strerror(err));
   if (mappings_.size() >= kMaxMappings) {
-    auto oldest = std::min_element(mappings_.begin(), mappings_.end(),
-                                   [](const Mapping& a, const Mapping& b) {
-                                     return a.lastUse < b.lastUse;
-                                   });
+    auto oldest =
+        std::min_element(mappings_.begin(), mappings_.end(),
+                         [](const Mapping& a, const Mapping& b) { return a.lastUse < b.lastUse; });
     munmap(const_cast<char*>(oldest->base), oldest->bytes);
     mappings_.erase(oldest);
   }

@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
+#include "fifo/fifo.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/reduce.h"
-#include "fifo/fifo.h"
 #include "transport/shm/shm_segment.h"
 
 namespace braid {
@@ -142,9 +142,9 @@ void pingPongLoop(benchmark::State& state, FifoPair& pair, uint32_t bytes) {
   }
   pair.stop->store(1);
   // Seconds per one-way hop (printed with an SI prefix: 70n = 70 ns).
-  state.counters["hop"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2,
-                                             benchmark::Counter::kIsRate |
-                                                 benchmark::Counter::kInvert);
+  state.counters["hop"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * bytes);
 }
 
@@ -243,12 +243,12 @@ void BM_FifoStream(benchmark::State& state) {
   while (finished.load(std::memory_order_acquire) < rounds.load()) sched_yield();
   pair->stop->store(1);
   receiver.join();
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(total));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(total));
 }
 BENCHMARK(BM_FifoStream)
     ->ArgNames({"bytes", "chunk", "nslots", "writer"})
-    ->ArgsProduct({{4 << 20}, {16 << 10, 64 << 10, 128 << 10, 512 << 10}, {2, 4, 8}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct(
+        {{4 << 20}, {16 << 10, 64 << 10, 128 << 10, 512 << 10}, {2, 4, 8}, {0, 1, 2, 3, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

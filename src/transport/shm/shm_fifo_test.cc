@@ -73,9 +73,24 @@ TEST_P(FifoTest, SlotsArriveInOrderWithHeaderAndPayloadAcrossWrapAround) {
   RecvConnector recv(view_, &senderWaker_);
   EXPECT_EQ(recv.tryPeek(), nullptr);
   // Sizes around the inline limit and beyond, more slots than the FIFO holds.
-  const std::vector<uint32_t> sizes = {0,    1,          8,  kInlineBytes - 1, kInlineBytes,
-                                       kInlineBytes + 1, 64, 1000, kSmallBytes, kSmallBytes + 1,
-                                       kSlotBytes, 4,   24, 200, kSlotBytes, 6000, 5, kSlotBytes};
+  const std::vector<uint32_t> sizes = {0,
+                                       1,
+                                       8,
+                                       kInlineBytes - 1,
+                                       kInlineBytes,
+                                       kInlineBytes + 1,
+                                       64,
+                                       1000,
+                                       kSmallBytes,
+                                       kSmallBytes + 1,
+                                       kSlotBytes,
+                                       4,
+                                       24,
+                                       200,
+                                       kSlotBytes,
+                                       6000,
+                                       5,
+                                       kSlotBytes};
   for (uint64_t k = 0; k < sizes.size(); ++k) {
     const uint32_t bytes = sizes[k];
     char* slot = send.trySlot(bytes);
@@ -177,7 +192,8 @@ TEST_P(DeepLinesFifoTest, PayloadsPackByBytesAndStartOverAtTheEnd) {
     EXPECT_EQ(h->call, callNumber(static_cast<uint32_t>(received)));
     const char* data = recv.slotData();
     uint32_t bad = 0;
-    for (uint32_t i = 0; i < kBytes; ++i) bad += static_cast<uint8_t>(data[i]) != pattern(received, i);
+    for (uint32_t i = 0; i < kBytes; ++i)
+      bad += static_cast<uint8_t>(data[i]) != pattern(received, i);
     EXPECT_EQ(bad, 0u) << "message " << received;
     recv.release();
     ++received;

@@ -99,8 +99,8 @@ Status ShmSegment::reserve(size_t offset, size_t bytes) {
   if (offset > size_ || bytes > size_ - offset) return internalError("reserve outside segment");
   const int rc = posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes));
   if (rc != 0) {
-    return errnoError("reserving " + std::to_string(bytes) + " bytes of shared memory in " +
-                          name_ + " (is /dev/shm full?)",
+    return errnoError("reserving " + std::to_string(bytes) + " bytes of shared memory in " + name_ +
+                          " (is /dev/shm full?)",
                       rc);
   }
   // Map the pages into this process now: a FIFO's ring is walked through a little further on

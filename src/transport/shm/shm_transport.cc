@@ -8,16 +8,17 @@
 #include <cerrno>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "transport/shm/shared_buffers.h"
 
 namespace braid {
 
 constexpr uint64_t kInboxMagic = 0x6272616964736d31ull;  // "braidsm1"
 constexpr size_t kHeaderBytes = 4096;
-constexpr uint32_t kLines = 64;  // messages in flight per FIFO (BRAID_FIFO_BYTES bounds their bytes)
+constexpr uint32_t kLines =
+    64;  // messages in flight per FIFO (BRAID_FIFO_BYTES bounds their bytes)
 constexpr size_t kFifoMetaBytes = 8192;  // FifoControl + SlotLine[kLines]
 // A payload area per line: calls up to kSmallBytes per message pipeline kLines deep.
 constexpr size_t kSmallAreaBytes = size_t{kLines} * kSmallBytes;
@@ -67,8 +68,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   t->slotBytes_ = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
   t->ringBytes_ = shmRingBytes(*ctx.config);
   t->fifoStride_ = kFifoMetaBytes + kSmallAreaBytes + roundUp(t->ringBytes_, 4096);
-  const size_t bytes =
-      kHeaderBytes + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
+  const size_t bytes = kHeaderBytes + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
 
   removeStaleSegments();
   const std::string myName = makeSegmentName();
@@ -197,8 +197,9 @@ FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
 Status ShmTransport::reserveFifo(int receiver, int sender, int channel) {
   const int peer = receiver == rank_ ? sender : receiver;
   const size_t offset = kHeaderBytes + (size_t(sender) * maxChannels_ + channel) * fifoStride_;
-  return inboxes_[receiver].reserve(offset, fifoStride_).withContext(
-      "FIFO with rank " + std::to_string(peer));
+  return inboxes_[receiver]
+      .reserve(offset, fifoStride_)
+      .withContext("FIFO with rank " + std::to_string(peer));
 }
 
 Result<SendConnector> ShmTransport::sendConnector(int peer, int channel) {
@@ -214,8 +215,8 @@ Result<SendConnector> ShmTransport::sendConnector(int peer, int channel) {
 
 Result<RecvConnector> ShmTransport::recvConnector(int peer, int channel) {
   if (!canConnect(peer) || channel < 0 || channel >= maxChannels_) {
-    return internalError("no shared-memory FIFO from rank " + std::to_string(peer) +
-                         " channel " + std::to_string(channel));
+    return internalError("no shared-memory FIFO from rank " + std::to_string(peer) + " channel " +
+                         std::to_string(channel));
   }
   RETURN_IF_ERROR(reserveFifo(rank_, peer, channel));
   return RecvConnector(fifo(rank_, peer, channel), &header(peer)->waker, readers_[peer].get());
@@ -256,10 +257,12 @@ std::optional<PeerFailure> ShmTransport::peerFailure(int peer) const {
   if (notice.state.load(std::memory_order_acquire) != 2) return std::nullopt;
   // Written by another process: never trust its code or read past the message buffer.
   PeerFailure f;
-  f.status = Status(notice.code > braidSuccess && notice.code <= braidTimeout
-                        ? static_cast<braidResult_t>(notice.code) : braidRemoteError,
-                    "rank " + std::to_string(peer) + " failed: " +
-                        std::string(notice.message, strnlen(notice.message, sizeof(notice.message))));
+  f.status =
+      Status(notice.code > braidSuccess && notice.code <= braidTimeout
+                 ? static_cast<braidResult_t>(notice.code)
+                 : braidRemoteError,
+             "rank " + std::to_string(peer) + " failed: " +
+                 std::string(notice.message, strnlen(notice.message, sizeof(notice.message))));
   f.collectivesDone = notice.collectivesDone;
   return f;
 }

@@ -64,9 +64,9 @@ void BM_SingleCopyAllToAll(benchmark::State& state) {
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   // Inputs: one shared mapping all ranks read, or each rank's private copy (the same address in
   // every process after the fork) that peers read with process_vm_readv.
-  char* inputMemory = static_cast<char*>(mmap(nullptr, bytes * kRanks, PROT_READ | PROT_WRITE,
-                                              (cma ? MAP_PRIVATE : MAP_SHARED) | MAP_ANONYMOUS,
-                                              -1, 0));
+  char* inputMemory =
+      static_cast<char*>(mmap(nullptr, bytes * kRanks, PROT_READ | PROT_WRITE,
+                              (cma ? MAP_PRIVATE : MAP_SHARED) | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED || inputMemory == MAP_FAILED) {
     state.SkipWithError("mmap failed");
     return;

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "bootstrap/socket.h"
 #include "base/status.h"
+#include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
 
 namespace braid {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "transport/socket/socket_proxy.h"
 
 namespace braid {

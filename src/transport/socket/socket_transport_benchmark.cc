@@ -14,9 +14,9 @@
 #include <memory>
 #include <thread>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "transport/socket/socket_transport.h"
 
 namespace braid {

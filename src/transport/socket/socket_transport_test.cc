@@ -14,11 +14,11 @@
 #include <functional>
 #include <thread>
 
+#include "base/config.h"
+#include "base/log.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_threads.h"
-#include "base/config.h"
-#include "base/log.h"
 #include "transport/socket/socket_connect.h"
 #include "transport/socket/socket_wire.h"
 
