@@ -20,4 +20,11 @@ Expected<uint64_t> parseSizeValue(std::string_view text) {
   return bytes;
 }
 
+Expected<double> parseSecondsValue(std::string_view text) {
+  double seconds = 0;
+  const std::string error = tools::parseSeconds(text, &seconds);
+  if (!error.empty()) return failure(error);
+  return seconds;
+}
+
 }  // namespace braid::perf

@@ -14,5 +14,7 @@ namespace braid::perf {
 Expected<int64_t> parseIntegerValue(std::string_view text, int64_t lo, int64_t hi);
 /// A byte count with an optional K, M, G or T suffix (powers of 1024).
 Expected<uint64_t> parseSizeValue(std::string_view text);
+/// A non-negative, finite number of seconds.
+Expected<double> parseSecondsValue(std::string_view text);
 
 }  // namespace braid::perf

@@ -1,9 +1,6 @@
 #include "perf/perf_options.h"
 
 #include <array>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 
@@ -128,14 +125,7 @@ const std::vector<OptionSpec>& optionTable() {
       {'y', "stream_null", true, acceptedOption(0, 1)},
       {'T', "timeout", true,
        [](PerfOptions& o, std::string_view v) -> Outcome {
-         std::string s(v);
-         char* end = nullptr;
-         errno = 0;
-         double seconds = std::strtod(s.c_str(), &end);
-         if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(seconds) || seconds < 0) {
-           return failure("'" + s + "' is not a non-negative number of seconds");
-         }
-         o.timeoutSeconds = seconds;
+         PERF_ASSIGN(o.timeoutSeconds, parseSecondsValue(v));
          return Outcome();
        }},
       {'G', "cudagraph", true, acceptedOption(0, 0)},

@@ -66,14 +66,7 @@ const std::vector<ConfigVar>& table() {
        stringField(&Config::debugFile)},
       {{"BRAID_TIMEOUT", "300", "seconds before a stuck operation fails (0: never)"},
        [](Config& c, std::string_view t) -> Status {
-         std::string s(t);
-         char* end = nullptr;
-         errno = 0;
-         double v = std::strtod(s.c_str(), &end);
-         if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0) {
-           return invalidArgument("'" + s + "' is not a non-negative number of seconds");
-         }
-         c.timeoutSeconds = v;
+         ASSIGN_OR_RETURN(c.timeoutSeconds, parseSeconds(t));
          return okStatus();
        }},
       {{"BRAID_CALL_CHECK", "1",
@@ -153,6 +146,17 @@ Result<int64_t> parseInteger(std::string_view text, int64_t lo, int64_t hi) {
                            std::to_string(hi) + "]");
   }
   return static_cast<int64_t>(v);
+}
+
+Result<double> parseSeconds(std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0) {
+    return invalidArgument("'" + s + "' is not a non-negative number of seconds");
+  }
+  return v;
 }
 
 Result<uint64_t> parseByteSize(std::string_view text) {

@@ -77,4 +77,8 @@ Result<int64_t> parseInteger(std::string_view text, int64_t lo, int64_t hi);
 /// Parses "64K", "1M", "2G", "123" (powers of 1024) into bytes.
 Result<uint64_t> parseByteSize(std::string_view text);
 
+/// Parses a non-negative, finite number of seconds ("300", "0.5"): BRAID_TIMEOUT and braid-perf's
+/// -T follow this rule.
+Result<double> parseSeconds(std::string_view text);
+
 }  // namespace braid

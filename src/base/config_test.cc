@@ -39,6 +39,20 @@ TEST(Config, FifoBytesOutOfRangeIsAClearError) {
   }
 }
 
+TEST(Config, SecondsAreNonNegativeAndFinite) {
+  EXPECT_EQ(parseSeconds("300").value(), 300.0);
+  EXPECT_EQ(parseSeconds("0.5").value(), 0.5);
+  for (const char* bad : {"", "-1", "inf", "nan", "5s", "1e999"}) {
+    EXPECT_FALSE(parseSeconds(bad).ok()) << bad;
+  }
+  EXPECT_EQ(parseSeconds("-1").status().message(), "'-1' is not a non-negative number of seconds");
+  // BRAID_TIMEOUT reads its value by the same rule.
+  Result<Config> c = Config::load({"BRAID_TIMEOUT=-1"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "BRAID_TIMEOUT: '-1' is not a non-negative number of seconds");
+  EXPECT_EQ(Config::load({"BRAID_TIMEOUT=2.5"}).value().timeoutSeconds, 2.5);
+}
+
 TEST(Config, IntegersAreDecimalAndWithinTheirRange) {
   EXPECT_EQ(parseInteger("42", 0, 100).value(), 42);
   EXPECT_EQ(parseInteger("-1", -1, 1).value(), -1);

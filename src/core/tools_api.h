@@ -94,8 +94,10 @@ std::string copyToDevice(void* deviceDst, const void* hostSrc, size_t bytes);
 std::string copyToHost(void* hostDst, const void* deviceSrc, size_t bytes);
 
 /// The library's parsers of BRAID_ values, so that braid-perf's options read numbers by the same
-/// rules: a decimal integer in [lo, hi], and a byte size ("64K", "1M", "2G": powers of 1024).
+/// rules: a decimal integer in [lo, hi], a byte size ("64K", "1M", "2G": powers of 1024), and a
+/// non-negative number of seconds.
 std::string parseInteger(std::string_view text, int64_t lo, int64_t hi, int64_t* value);
 std::string parseByteSize(std::string_view text, uint64_t* bytes);
+std::string parseSeconds(std::string_view text, double* seconds);
 
 }  // namespace braid::tools

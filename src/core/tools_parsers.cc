@@ -19,4 +19,11 @@ std::string parseByteSize(std::string_view text, uint64_t* bytes) {
   return "";
 }
 
+std::string parseSeconds(std::string_view text, double* seconds) {
+  Result<double> parsed = braid::parseSeconds(text);
+  if (!parsed.ok()) return parsed.status().message();
+  *seconds = parsed.value();
+  return "";
+}
+
 }  // namespace braid::tools
