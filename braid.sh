@@ -9,7 +9,8 @@ cd "$(dirname "$0")"
 
 BUILD_DIR=${BRAID_BUILD_DIR:-build}
 PACKAGES=(meson ninja-build pkg-config g++ libgtest-dev libgmock-dev libbenchmark-dev
-          libhwloc-dev libibverbs-dev libssl-dev python3-numpy python3-pytest doxygen)
+          libhwloc-dev libibverbs-dev libssl-dev python3-numpy python3-pytest doxygen
+          python3-torch libtorch-dev)
 
 install_packages() {
   local missing=()
