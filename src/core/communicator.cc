@@ -88,7 +88,12 @@ Result<std::unique_ptr<Communicator>> Communicator::fromBootstrap(
   comm->rank_ = comm->bootstrap_->rank();
   comm->nranks_ = comm->bootstrap_->nranks();
   comm->logger_->setRank(comm->rank_);
-  RETURN_IF_ERROR(comm->setUp());
+  if (Status status = comm->setUp(); !status.ok()) {
+    // Peers may have finished their part of the set-up and be waiting on this rank in their first
+    // call: the transports made so far tell them why it will never come.
+    comm->fail(status);
+    return status;
+  }
   return comm;
 }
 

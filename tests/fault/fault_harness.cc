@@ -68,6 +68,7 @@ std::string deathName(Death death) {
 }
 
 void dieNow(Death death) {
+  board().diedAt.store(nowSeconds());
   switch (death) {
     case Death::kKill: raise(SIGKILL); break;
     case Death::kExit: _exit(3);
@@ -108,6 +109,7 @@ void resetBoard() {
   b.ready = 0;
   b.released = 0;
   b.failed = 0;
+  b.diedAt = 0;
   for (std::atomic<int>& pid : b.pids) pid = 0;
   std::memset(b.listener, 0, sizeof(b.listener));
 }

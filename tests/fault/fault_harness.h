@@ -42,6 +42,7 @@ struct SharedBoard {
   std::atomic<int> ready{0};      ///< ranks that reached a point the test waits for
   std::atomic<int> released{0};   ///< set by the test to let them go on
   std::atomic<int> failed{0};     ///< survivors whose failure is known
+  std::atomic<double> diedAt{0};  ///< nowSeconds() when the victim went (dieNow), 0 before
   char listener[8][64] = {};      ///< bootstrap listener address per rank ("" until known)
 };
 /// The board of this test run (mapped on first use, zeroed by resetBoard()).

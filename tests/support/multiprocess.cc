@@ -107,7 +107,7 @@ std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadl
 }
 
 std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const RankBody& body,
-                                  double deadlineSeconds) {
+                                  double deadlineSeconds, int unreapedRank) {
   std::vector<RankOutcome> outcomes(nranks);
   std::vector<pid_t> pids(nranks, -1);
   std::vector<int> pipes(nranks, -1);
@@ -163,6 +163,7 @@ std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const Ran
     }
     for (int r = 0; r < nranks; ++r) {
       if (done[r]) continue;
+      if (r == unreapedRank && running > 1) continue;
       int status = 0;
       if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
         done[r] = true;

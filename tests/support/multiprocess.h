@@ -53,9 +53,11 @@ class RootProcess {
 /// Forks nranks processes sharing one unique id (served by a RootProcess); waits at most
 /// deadlineSeconds for all of them.
 std::vector<RankOutcome> runRanks(int nranks, const RankBody& body, double deadlineSeconds);
-/// The same with an id the caller made (a root with its own timeout, say).
+/// The same with an id the caller made (a root with its own timeout, say). unreapedRank >= 0:
+/// that rank is reaped only once every other rank has ended, so that if it dies first it stays a
+/// zombie meanwhile (as under launchers that reap late).
 std::vector<RankOutcome> runRanks(int nranks, const braidUniqueId& id, const RankBody& body,
-                                  double deadlineSeconds);
+                                  double deadlineSeconds, int unreapedRank = -1);
 
 /// A multi-line summary of the outcomes that failed ("" when all passed).
 std::string failures(const std::vector<RankOutcome>& outcomes);

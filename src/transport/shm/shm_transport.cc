@@ -1,11 +1,9 @@
 #include "transport/shm/shm_transport.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "base/config.h"
@@ -100,6 +98,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   const PeerInfo& self = peers[ctx.rank];
   t->inboxes_.resize(ctx.nranks);
   t->pids_.assign(ctx.nranks, 0);
+  t->watches_.resize(ctx.nranks);
   t->reserved_.assign(ctx.nranks, std::vector<bool>(ctx.maxChannels, false));
   Status openStatus;
   for (int r = 0; r < ctx.nranks; ++r) {
@@ -120,7 +119,11 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
                                 "'s shared-memory inbox has another layout (BRAID_FIFO_BYTES or "
                                 "BRAID_CHUNK_BYTES differ between ranks?)");
     }
-    if (peers[r].pidNamespace == self.pidNamespace) t->pids_[r] = peers[r].pid;
+    if (peers[r].pidNamespace == self.pidNamespace) {
+      t->pids_[r] = peers[r].pid;
+      // A pidfd opened now, while the peer is known to run, pins that very process.
+      if (peers[r].pid != self.pid) t->watches_[r] = ProcessWatch(peers[r].pid);
+    }
     t->inboxes_[r] = std::move(seg).value();
   }
   t->inboxes_[ctx.rank] = std::move(mine);
@@ -268,8 +271,8 @@ std::optional<PeerFailure> ShmTransport::peerFailure(int peer) const {
 }
 
 bool ShmTransport::peerAlive(int peer) const {
-  if (peer < 0 || peer >= nranks_ || pids_[peer] <= 0) return true;
-  return !(kill(pids_[peer], 0) != 0 && errno == ESRCH);
+  if (peer < 0 || peer >= nranks_) return true;
+  return !watches_[peer].exited();
 }
 
 }  // namespace braid

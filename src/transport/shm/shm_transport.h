@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/process_watch.h"
 #include "transport/shm/shared_buffers.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
@@ -39,7 +40,7 @@ class ShmTransport final : public Transport {
   void notifyFailure(int failedRank, const PeerFailure& failure) override;
   /// The failure `peer` recorded, if any; with kAnyPeer, the one of the peer that got least far.
   std::optional<PeerFailure> peerFailure(int peer) const override;
-  /// False once a peer process on this host is known to have exited.
+  /// False once a peer process on this host (in this pid namespace) has exited, zombie or not.
   bool peerAlive(int peer) const override;
 
  private:
@@ -56,8 +57,9 @@ class ShmTransport final : public Transport {
   uint32_t slotBytes_ = 0;
   uint64_t ringBytes_ = 0;  ///< payload bytes in flight per FIFO (FifoView::dataBytes)
   size_t fifoStride_ = 0;
-  std::vector<ShmSegment> inboxes_;  ///< by rank; unmapped (size 0) for peers not on this host
-  std::vector<int> pids_;            ///< pid per rank when comparable, else 0
+  std::vector<ShmSegment> inboxes_;    ///< by rank; unmapped (size 0) for peers not on this host
+  std::vector<int> pids_;              ///< pid per rank when comparable, else 0
+  std::vector<ProcessWatch> watches_;  ///< by rank: peer processes of this pid namespace
   std::vector<std::vector<bool>> reserved_;  ///< [peer][channel]: FIFO pages committed
   std::vector<Lending> lending_;             ///< by peer: what this rank may lend it
   std::vector<std::unique_ptr<PeerBufferReader>> readers_;  ///< by peer: what it lends this rank
