@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/combine_args.h"
 #include "kernels/cuda/device_abi.h"
 #include "kernels/cuda/device_ops.cuh"
 
@@ -30,18 +31,6 @@ struct ThreadRange {
 
 constexpr int kUnroll = 4;
 constexpr size_t kPackBytes = 16;
-
-/// One combination to run.
-struct CombineArgs {
-  const char* in[kMaxStepOperands];
-  char* out[kMaxStepOutputs];
-  int nin;
-  int nout;
-  size_t count;  ///< elements
-  bool reduce;   ///< fold the inputs with the op (else in[0] is copied)
-  bool final;    ///< divide the result by nranks (Avg's last step)
-  int nranks;
-};
 
 // ---- Loads and stores that bypass L1.
 
