@@ -56,6 +56,8 @@ Status NetworkProxy::setUpFifos(const std::vector<int>& links) {
     linked[r] = count > 0;
     liveLinks_[r].store(count);
   }
+  armedPosts_ = std::make_unique<std::atomic<uint64_t>[]>(size_t(n) * options_.maxChannels);
+  armedReleases_ = std::make_unique<std::atomic<uint64_t>[]>(size_t(n) * options_.maxChannels);
   sendCredits_.resize(size_t(n) * options_.maxChannels);
   recvCredits_.resize(size_t(n) * options_.maxChannels);
   return fifos_.allocate(linked, options_.maxChannels, options_.nslots, options_.slotBytes, label_);
@@ -134,6 +136,48 @@ void NetworkProxy::notifyFailure(int failedRank, const PeerFailure& failure) {
   }
   noticePending_.store(true, std::memory_order_release);
   wakeProxy();
+}
+
+void NetworkProxy::arm(const std::vector<gpu::FifoSlotCount>& counts) {
+  if (disarmed_.load(std::memory_order_acquire)) return;
+  bool any = false;
+  for (const gpu::FifoSlotCount& c : counts) {
+    if (!linked(c.peer) || c.channel < 0 || c.channel >= options_.maxChannels) continue;
+    if (c.posts == 0 && c.releases == 0) continue;
+    const size_t f = fifos_.index(c.peer, c.channel);
+    fifos_.openSend(f);
+    if (fifos_.openRecv(f)) recvOpened();
+    armedPosts_[f].fetch_add(c.posts, std::memory_order_release);
+    armedReleases_[f].fetch_add(c.releases, std::memory_order_release);
+    any = true;
+  }
+  if (!any) return;
+  armed_.store(true, std::memory_order_release);
+  wakeProxy();
+}
+
+void NetworkProxy::disarm() {
+  disarmed_.store(true, std::memory_order_release);
+  if (!armedPosts_) return;
+  for (size_t f = 0; f < fifos_.count(); ++f) {
+    armedPosts_[f].store(0, std::memory_order_release);
+    armedReleases_[f].store(0, std::memory_order_release);
+  }
+}
+
+bool NetworkProxy::armedWorkOutstanding() const {
+  if (!armed_.load(std::memory_order_acquire)) return false;
+  for (int f : fifos_.openedSends()) {
+    const uint64_t head = fifos_.view(f, true).control->head.load(std::memory_order_acquire);
+    if (head < armedPosts_[f].load(std::memory_order_acquire)) return true;
+  }
+  for (int f : fifos_.openedRecvs()) {
+    const uint64_t tail = fifos_.view(f, false).control->tail.load(std::memory_order_acquire);
+    if (tail < recvCredits_[f].posted && tail < armedReleases_[f].load(std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void NetworkProxy::wakeProxy() {

@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "fifo/fifo.h"
+#include "kernels/executor_protocol.h"
 #include "transport/peer_failures.h"
 #include "transport/proxy_fifos.h"
 #include "transport/slot_credits.h"
@@ -92,6 +93,19 @@ class NetworkProxy {
   std::optional<PeerFailure> peerFailure(int peer) const { return notices_.get(peer); }
   /// Sends every linked peer still up a notice that `failedRank` failed (the first call only).
   void notifyFailure(int failedRank, const PeerFailure& failure);
+
+  // Arming, for FIFOs whose other end is a GPU kernel (the device path's staged FIFOs,
+  // staged_path.h): a kernel cannot ring waker(), so the proxy polls while work it was told of
+  // is outstanding, and sleeps as usual otherwise.
+
+  /// Adds what the device path will do: per (peer, channel), post `posts` more slots into the
+  /// send FIFO and free `releases` more from the receive FIFO. Opens those FIFOs and wakes the
+  /// proxy; entries of peers not linked are skipped.
+  void arm(const std::vector<gpu::FifoSlotCount>& counts);
+  /// Forgets armed work not done (the kernels were stopped); later arming is ignored.
+  void disarm();
+  /// Bytes of one FIFO in memory, from its control block (what mapping a FIFO covers).
+  size_t fifoBytes() const { return fifos_.fifoBytes(); }
 
  protected:
   enum class Mode : int { kRun, kFlush, kStop };
@@ -218,6 +232,11 @@ class NetworkProxy {
   /// freed: what a flush waits for, besides the proxy's own queues.
   bool sendsFlushed() const;
 
+  /// Whether armed work is outstanding: a send FIFO whose head is short of the posts armed, or a
+  /// receive FIFO whose consumer holds slots it has still to free. The proxy thread polls rather
+  /// than sleeps while it is.
+  bool armedWorkOutstanding() const;
+
  private:
   ProxyOptions options_;
   std::string label_;
@@ -237,6 +256,13 @@ class NetworkProxy {
   std::atomic<bool> noticePending_{false};
   bool noticeQueued_ = false;  ///< under mu_: notifyFailure ran (once is enough)
   Notice notice_;
+
+  // Armed work (arm()), by FIFO index: the totals the heads of send FIFOs and the tails of
+  // receive FIFOs will reach.
+  std::unique_ptr<std::atomic<uint64_t>[]> armedPosts_;
+  std::unique_ptr<std::atomic<uint64_t>[]> armedReleases_;
+  std::atomic<bool> armed_{false};
+  std::atomic<bool> disarmed_{false};
 
   std::atomic<Mode> mode_{Mode::kRun};
   double flushSeconds_ = 0;

@@ -31,6 +31,8 @@ class NetworkTransport : public Transport {
 
   /// Peers this transport links.
   int linkedPeers() const { return linkedPeers_; }
+  /// The proxy (none: the transport links nobody), for the device path's staged FIFOs.
+  NetworkProxy* proxy() { return proxy_.get(); }
 
  protected:
   /// `medium` ("TCP", "RDMA") names the FIFOs in errors.

@@ -151,7 +151,7 @@ void SocketProxy::run() {
       if (!idle) {
         idle = true;
         idleSince = now;
-      } else if (now - idleSince > kYield) {
+      } else if (now - idleSince > kYield && !armedWorkOutstanding()) {
         // Raise `sleeping`, then look once more: a post racing with us is seen here or rings the
         // eventfd (fifo.h).
         announceSleep(waker());

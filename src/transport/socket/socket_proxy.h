@@ -12,7 +12,8 @@
 //
 // Waiting: the proxy polls while work flows, then sleeps in epoll on its streams plus an eventfd
 // that the rank's post()/release() rings through the proxy's Waker only while the proxy sleeps;
-// the proxy rings the rank's Waker when it posts or frees a slot.
+// the proxy rings the rank's Waker when it posts or frees a slot. A GPU kernel cannot ring, so
+// while the device path's armed work is outstanding (NetworkProxy::arm) the proxy polls instead.
 //
 // Failure: a stream that closes marks its peer gone once all of the peer's streams have closed (a
 // reset, or a close in the middle of a frame, at once); peerAlive() then says so and the progress
