@@ -8,6 +8,11 @@
 #
 #   perf/gpu_check.sh                 run the check (BRAID_GPU_CHECK_REUSE=1: keep an existing
 #                                     build-gpu-check; BRAID_GPU_CHECK_BUDGET: seconds, default 470;
+#                                     BRAID_GPU_CHECK_PARTS: the parts to run, "base" (one host)
+#                                     and/or "staged" (device buffers across two BRAID_HOSTIDs over
+#                                     TCP), default "base,staged" - with a 10-minute limit per
+#                                     command, run each part on its own, the second with
+#                                     BRAID_GPU_CHECK_REUSE=1;
 #                                     BRAID_GPU_CHECK_PREBUILT=DIR: run the programs of a build
 #                                     made elsewhere with the same options, building only when
 #                                     they cannot start here)
@@ -32,6 +37,8 @@ if [ "${1:-}" = "--fetch-deps" ]; then
 fi
 
 START=$(date +%s)
+PARTS=${BRAID_GPU_CHECK_PARTS:-base,staged}
+part() { [[ ",$PARTS," == *",$1,"* ]]; }
 # Seconds for everything, so that the whole check ends within 8 minutes.
 BUDGET=${BRAID_GPU_CHECK_BUDGET:-470}
 BUILD=build-gpu-check
@@ -172,6 +179,7 @@ else
 fi
 
 # ---- Tests. The kernel tests use CUDA in-process; the collective tests fork rank processes.
+if part base; then
 step kernel_tests 60 "$BUILD/tests/gpu/braid_gpu_kernel_tests" \
   --gtest_output="xml:$LOGS/kernel_tests.xml"
 counts "$LOGS/kernel_tests.xml"
@@ -234,7 +242,53 @@ for coll in broadcast reduce allgather reducescatter alltoall; do
     | tee -a "$SUMMARY"
 done
 
-# ---- PyTorch's nccl backend on the shim (where this python3 has torch with CUDA).
+fi  # part base
+
+# ---- Device buffers across hosts (staged through pinned host memory over TCP): ranks sharing
+# GPU 0 split into two BRAID_HOSTIDs, every collective x algorithm at n = 2, 3, 4, a graph
+# replayed over staged FIFOs, the error when socket is excluded; then braid-perf on device
+# buffers over sockets beside the same sweep on host memory (goal: device busbw at least 80% of
+# host busbw from 16 MiB up).
+if part staged; then
+  step staged_tests_n2 120 "$BUILD/tests/gpu/braid_gpu_tests" \
+    --gtest_filter='Staged/GpuStagedCollectiveTest.*/n2_*:GpuStaged.*' \
+    --gtest_output="xml:$LOGS/staged_tests_n2.xml"
+  counts "$LOGS/staged_tests_n2.xml"
+  step staged_tests 200 "$BUILD/tests/gpu/braid_gpu_tests" \
+    --gtest_filter='Staged/GpuStagedCollectiveTest.*-*/n2_*' \
+    --gtest_output="xml:$LOGS/staged_tests.xml"
+  counts "$LOGS/staged_tests.xml"
+  for np in 2 4; do
+    step "braid_perf_staged_device_np$np" 60 env BRAID_TRANSPORT=socket "$BUILD/perf/braid-perf" \
+      allreduce --np "$np" --device -b 8 -e 256M -f 8 -n 5 -w 2 -c 1 -T 30
+    step "braid_perf_staged_host_np$np" 60 env BRAID_TRANSPORT=socket "$BUILD/perf/braid-perf" \
+      allreduce --np "$np" -b 8 -e 256M -f 8 -n 5 -w 2 -c 1 -T 30
+    python3 - "$LOGS/braid_perf_staged_device_np$np.log" "$LOGS/braid_perf_staged_host_np$np.log" \
+      "$np" <<'EOF' | tee -a "$SUMMARY"
+import sys
+def busbw(path):
+    rows = {}
+    try:
+        for line in open(path):
+            f = line.split()
+            if len(f) > 7 and f[0].isdigit():
+                rows[int(f[0])] = float(f[7])  # size, out-of-place busbw
+    except (OSError, ValueError):
+        pass
+    return rows
+dev, host = busbw(sys.argv[1]), busbw(sys.argv[2])
+np_ = sys.argv[3]
+for size in sorted(s for s in dev if s in host and s >= 16 << 20):
+    ratio = dev[size] / host[size] if host[size] else 0
+    verdict = "meets" if ratio >= 0.8 else "misses"
+    print(f"   np{np_} {size >> 20:4d} MiB over TCP: device {dev[size]:.2f} GB/s, host "
+          f"{host[size]:.2f} GB/s = {100 * ratio:.0f}% ({verdict} the 80% goal)")
+EOF
+  done
+fi
+
+# ---- PyTorch's nccl backend on the shim (where this python3 has torch with CUDA): on one host
+# (base), and across two BRAID_HOSTIDs over the staged path (staged).
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   torch_lib=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
   # The NCCL functions PyTorch imports that the shim does not export (informational).
@@ -244,10 +298,18 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     >"$LOGS/shim_exports.txt"
   say "   PyTorch imports $(wc -l <"$LOGS/torch_nccl_imports.txt") NCCL symbols; not in the shim:" \
     "$(comm -23 "$LOGS/torch_nccl_imports.txt" "$LOGS/shim_exports.txt" | tr '\n' ' ')"
-  step torch_ddp 150 env PYTHONUNBUFFERED=1 python3 compat/nccl/tests/torch_ddp.py \
-    "$BUILD/compat/nccl/libnccl.so.2.28.3"
-  grep -E "^torch |^DDP |FAILED|exit codes" "$LOGS/torch_ddp.log" | head -n 8 | sed 's/^/      /' \
-    | tee -a "$SUMMARY"
+  if part base; then
+    step torch_ddp 150 env PYTHONUNBUFFERED=1 python3 compat/nccl/tests/torch_ddp.py \
+      "$BUILD/compat/nccl/libnccl.so.2.28.3"
+    grep -E "^torch |^DDP |FAILED|exit codes" "$LOGS/torch_ddp.log" | head -n 8 \
+      | sed 's/^/      /' | tee -a "$SUMMARY"
+  fi
+  if part staged; then
+    step torch_ddp_two_hosts 150 env PYTHONUNBUFFERED=1 python3 compat/nccl/tests/torch_ddp.py \
+      --two-hosts "$BUILD/compat/nccl/libnccl.so.2.28.3"
+    grep -E "^torch |^DDP |FAILED|exit codes" "$LOGS/torch_ddp_two_hosts.log" | head -n 8 \
+      | sed 's/^/      /' | tee -a "$SUMMARY"
+  fi
 else
   say "SKIP  torch_ddp: no python3 with CUDA-enabled torch"
 fi

@@ -27,6 +27,7 @@ struct CommBatch {
 /// One executor launch: the calls of one phase.
 struct Launch {
   std::vector<gpu::DeviceCall> calls;
+  std::vector<const DevicePlan*> plans;  ///< of the calls, for arming the staged FIFOs
   uint32_t nblocks = 0;
 };
 
@@ -152,6 +153,7 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
       c.firstBlock = launch.nblocks;
       launch.nblocks += plan->nlanes;
       launch.calls.push_back(c);
+      launch.plans.push_back(plan);
     }
     for (const Launch& launch : launches) {
       if (launch.calls.size() > static_cast<size_t>(gpu::kMaxCallsPerLaunch)) {
@@ -185,6 +187,7 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
     }
     for (const Launch& launch : launches) {
       if (launch.nblocks == 0) continue;
+      RETURN_IF_ERROR(device.armStaged(launch.plans, primary, capturing));
       gpu::ExecutorArgs common = device.executorArgs();
       common.nblocks = launch.nblocks;
       RETURN_IF_ERROR(gpu::launchExecutor(common, launch.calls.data(),
@@ -222,6 +225,7 @@ Status waitBatch(CommBatch& b) {
     if (!aborted && spin % 64 == 0) {
       // A failed peer or braidCommAbort: stop the kernels, then report the cause.
       Status health = b.comm->jobHealth();
+      if (health.ok()) health = b.device->stagedHealth();
       if (!health.ok()) {
         cause = health;
         b.device->abort();

@@ -11,6 +11,7 @@
 #include "executor/executor.h"
 #include "kernels/cuda/executor.h"
 #include "topology/host_id.h"
+#include "transport/transport.h"
 #include "transport/transport_filter.h"
 
 namespace braid {
@@ -29,7 +30,36 @@ Status prepareLocal(DeviceGuard& guard, int device) {
   return okStatus();
 }
 
+/// Pinned host memory mapped into every device: the staged FIFOs, registered in place.
+class PinnedHostMapper : public HostMemoryMapper {
+ public:
+  ~PinnedHostMapper() override {
+    for (char* p : registered_) cudaHostUnregister(p);
+  }
+  Result<char*> map(char* host, size_t bytes) override {
+    CUDA_RETURN_IF_ERROR(
+        cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+    registered_.push_back(host);
+    void* device = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&device, host, 0));
+    return static_cast<char*>(device);
+  }
+
+ private:
+  std::vector<char*> registered_;
+};
+
 }  // namespace
+
+struct DeviceComm::StagedArming {
+  StagedPath* path;
+  std::vector<gpu::FifoSlotCount> slots;
+};
+
+void DeviceComm::armFromGraph(void* data) {
+  const auto* arming = static_cast<const StagedArming*>(data);
+  arming->path->arm(arming->slots);
+}
 
 Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Bootstrap& bootstrap,
                                                        int device) {
@@ -69,6 +99,7 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
         "cannot use CUDA device " + std::to_string(device) + ": " + local.message();
   }
   ASSIGN_OR_RETURN(d->p2p_, P2pTransport::create(bootstrap, options));
+  RETURN_IF_ERROR(d->setUpPeerPaths(bootstrap, filter.allows(TransportKind::kSocket)));
 
   // The FIFO tables: send ends, then receive ends, [peer * maxChannels + channel].
   const size_t perSide = size_t(d->nranks_) * size_t(d->maxChannels_);
@@ -94,7 +125,7 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   std::string links;
   for (int peer = 0; peer < d->nranks_; ++peer) {
     if (peer == d->rank_) continue;
-    links += (links.empty() ? "" : "; ") + std::to_string(peer) + ": " + d->p2p_->describe(peer);
+    links += (links.empty() ? "" : "; ") + std::to_string(peer) + ": " + d->paths_.describe(peer);
   }
   BRAID_LOG(comm.logger(), kInfo, kCuda, "device path on GPU %d: %s (%d resident executor blocks)",
             device, links.empty() ? "no peers" : links.c_str(), d->residentBlocks_);
@@ -109,23 +140,100 @@ DeviceComm::~DeviceComm() {
   cudaStreamSynchronize(stream_.get());
 }
 
-Status DeviceComm::checkReachable(const Plan& plan) const {
-  for (const Lane& lane : plan.lanes) {
-    for (const Step& step : lane.steps) {
-      const StepShape shape = stepShape(step.op);
-      auto unreachable = [&](int peer) {
-        return invalidUsage("device buffers: rank " + std::to_string(rank_) + " and rank " +
-                            std::to_string(peer) + " have no path through GPU memory (" +
-                            p2p_->describe(peer) +
-                            "); every rank a device call exchanges with must be on this host "
-                            "with a GPU this one can reach");
-      };
-      for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
-        if (!p2p_->canRecv(step.recvPeers[i])) return unreachable(step.recvPeers[i]);
-      }
-      for (int i = 0; shape.sends && i < step.nsend; ++i) {
-        if (!p2p_->canSend(step.sendPeers[i])) return unreachable(step.sendPeers[i]);
-      }
+Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed) {
+  // Every rank knows which pairs p2p links, so all take part in the staged FIFOs' set-up (a
+  // collective) or none does.
+  bool anyPairUnlinked = false;
+  for (int s = 0; s < nranks_; ++s) {
+    for (int r = 0; r < nranks_; ++r) anyPairUnlinked |= s != r && !p2p_->links(s, r);
+  }
+  std::vector<bool> wanted(nranks_, false);
+  for (int p = 0; p < nranks_; ++p) {
+    wanted[p] = p != rank_ && socketAllowed && !(p2p_->canSend(p) && p2p_->canRecv(p));
+  }
+  if (anyPairUnlinked) {
+    TransportContext ctx;
+    ctx.bootstrap = &bootstrap;
+    ctx.config = &comm_->config();
+    ctx.logger = &comm_->logger();
+    ctx.rank = rank_;
+    ctx.nranks = nranks_;
+    ctx.maxChannels = maxChannels_;
+    ASSIGN_OR_RETURN(staged_,
+                     StagedPath::create(ctx, wanted, std::make_unique<PinnedHostMapper>()));
+  }
+  std::vector<PeerReach> reach(nranks_);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    reach[p].gpuSend = p2p_->canSend(p);
+    reach[p].gpuRecv = p2p_->canRecv(p);
+    reach[p].gpuHow = p2p_->describe(p);
+    reach[p].staged = staged_ && staged_->reaches(p);
+    reach[p].stagedWhyNot = socketAllowed ? "not linked" : "BRAID_TRANSPORT excludes socket";
+  }
+  paths_ = DevicePeerPaths(rank_, reach);
+  stagedMapped_.assign(2 * size_t(nranks_) * size_t(maxChannels_), false);
+  return okStatus();
+}
+
+Status DeviceComm::mapStaged(const std::vector<gpu::FifoSlotCount>& slots) {
+  const size_t perSide = size_t(nranks_) * size_t(maxChannels_);
+  std::vector<std::pair<size_t, gpu::DeviceFifo>> entries;
+  for (const gpu::FifoSlotCount& c : slots) {
+    const size_t at = size_t(c.peer) * maxChannels_ + c.channel;
+    if (c.posts != 0 && !stagedMapped_[at]) {
+      ASSIGN_OR_RETURN(gpu::DeviceFifo f, staged_->sendFifo(c.peer, c.channel));
+      entries.emplace_back(at, f);
+    }
+    if (c.releases != 0 && !stagedMapped_[perSide + at]) {
+      ASSIGN_OR_RETURN(gpu::DeviceFifo f, staged_->recvFifo(c.peer, c.channel));
+      entries.emplace_back(perSide + at, f);
+    }
+  }
+  if (entries.empty()) return okStatus();
+  // No kernel has used these entries yet (every plan passes here first), so they can be written
+  // while other kernels of the communicator run.
+  auto* table = reinterpret_cast<gpu::DeviceFifo*>(fifoTables_.data());
+  for (const auto& [at, fifo] : entries) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(table + at, &fifo, sizeof(fifo), cudaMemcpyHostToDevice, stream_.get()));
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  for (const auto& entry : entries) stagedMapped_[entry.first] = true;
+  return okStatus();
+}
+
+Status DeviceComm::armStaged(const std::vector<const DevicePlan*>& plans, cudaStream_t stream,
+                             bool capturing) {
+  if (!staged_) return okStatus();
+  std::vector<gpu::FifoSlotCount> slots;
+  for (const DevicePlan* plan : plans) {
+    slots.insert(slots.end(), plan->stagedSlots.begin(), plan->stagedSlots.end());
+  }
+  if (slots.empty()) return okStatus();
+  if (!capturing) {
+    // At enqueue: the proxy polls from now until the kernel has posted and freed these slots.
+    staged_->arm(slots);
+    return okStatus();
+  }
+  auto arming = std::make_unique<StagedArming>(StagedArming{staged_.get(), std::move(slots)});
+  CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream, armFromGraph, arming.get()));
+  capturedArming_.push_back(std::move(arming));
+  return okStatus();
+}
+
+Status DeviceComm::stagedHealth() const {
+  if (!staged_) return okStatus();
+  const Transport& t = staged_->transport();
+  if (std::optional<Status> failure = t.failure()) return *failure;
+  if (std::optional<PeerFailure> notice = t.peerFailure(kAnyPeer)) return notice->status;
+  for (int p = 0; p < nranks_; ++p) {
+    const bool staged =
+        paths_.send(p) == DevicePeerPath::kStaged || paths_.recv(p) == DevicePeerPath::kStaged;
+    if (staged && !t.peerAlive(p)) {
+      return remoteError("device path: rank " + std::to_string(p) +
+                         " is gone (its TCP connections to rank " + std::to_string(rank_) +
+                         " closed)");
     }
   }
   return okStatus();
@@ -138,7 +246,9 @@ Result<const DevicePlan*> DeviceComm::upload(const std::shared_ptr<const Plan>& 
     it->second->captured |= capturing;
     return it->second.get();
   }
-  RETURN_IF_ERROR(checkReachable(*plan));
+  RETURN_IF_ERROR(paths_.check(*plan));
+  std::vector<gpu::FifoSlotCount> stagedSlots = paths_.stagedSlots(*plan);
+  RETURN_IF_ERROR(mapStaged(stagedSlots));
   if (plans_.size() >= kMaxDevicePlans && !capturing) {
     // Work already enqueued may still read the plans being dropped.
     if (haveLastWork_) CUDA_RETURN_IF_ERROR(cudaEventSynchronize(lastWork_.get()));
@@ -146,17 +256,10 @@ Result<const DevicePlan*> DeviceComm::upload(const std::shared_ptr<const Plan>& 
       p = p->second->captured ? std::next(p) : plans_.erase(p);
     }
   }
-  std::vector<gpu::DeviceLane> lanes;
-  std::vector<Step> steps;
-  steps.reserve(plan->stepCount());
-  for (const Lane& lane : plan->lanes) {
-    gpu::DeviceLane l;
-    l.firstStep = static_cast<uint32_t>(steps.size());
-    l.nsteps = static_cast<uint32_t>(lane.steps.size());
-    l.channel = lane.channel;
-    lanes.push_back(l);
-    steps.insert(steps.end(), lane.steps.begin(), lane.steps.end());
-  }
+  // The layout the kernel reads (the host lanes of the tests read the same).
+  const gpu::FlatPlan flat = gpu::flattenPlan(*plan);
+  const std::vector<gpu::DeviceLane>& lanes = flat.lanes;
+  const std::vector<Step>& steps = flat.steps;
   const size_t laneBytes = roundUp(lanes.size() * sizeof(gpu::DeviceLane), 64);
   const size_t stepBytes = steps.size() * sizeof(Step);
   std::vector<char> image(laneBytes + stepBytes);
@@ -165,6 +268,7 @@ Result<const DevicePlan*> DeviceComm::upload(const std::shared_ptr<const Plan>& 
 
   auto entry = std::make_unique<DevicePlan>();
   entry->plan = plan;
+  entry->stagedSlots = std::move(stagedSlots);
   entry->captured = capturing;
   entry->nlanes = static_cast<uint32_t>(lanes.size());
   ASSIGN_OR_RETURN(entry->memory, DeviceMemory::allocate(image.size()));
@@ -251,6 +355,7 @@ void DeviceComm::abort() {
   if (live == nullptr) return;
   live->abort = 1;
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (staged_) staged_->abort();
 }
 
 // ---- Registry.

@@ -1,7 +1,14 @@
-// The device side of one communicator: its p2p transport, the FIFO tables and control block the
-// device executor reads, plans copied to device memory, device scratch, an internal stream and
-// the ordering of its launches. Made at the communicator's first device call (collectively over
-// its bootstrap) and kept until the communicator is destroyed.
+// The device side of one communicator: its p2p transport, the staged FIFOs to the peers no GPU path
+// reaches (transport/staged_path.h: pinned host memory that a socket proxy moves over TCP), the
+// FIFO tables and control block the device executor reads, plans copied to device memory, device
+// scratch, an internal stream and the ordering of its launches. Made at the communicator's first
+// device call (collectively over its bootstrap) and kept until the communicator is destroyed.
+//
+// A peer is reached through GPU memory where p2p reaches it (same host, a GPU this one can
+// reach), else through the staged FIFOs where BRAID_TRANSPORT allows socket (device_peer_paths.h
+// says which, and why not). The staged FIFOs are mapped into the device at the first plan that
+// uses them; every launch that uses them first arms their proxy with the slots it will post and
+// free - at enqueue, or from a host node in a graph being captured, so that each replay arms it.
 //
 // Communicators do not hold it themselves: a registry keyed by the communicator (its DeviceClient)
 // keeps the bootstrap each one registers at set-up and the DeviceComm made from it. CUDA builds
@@ -15,9 +22,11 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
+#include "device/device_peer_paths.h"
 #include "kernels/cuda/device_abi.h"
 #include "kernels/cuda/device_runtime.h"
 #include "transport/p2p/p2p_transport.h"
+#include "transport/staged_path.h"
 
 namespace braid {
 
@@ -32,6 +41,7 @@ struct DevicePlan {
   const Step* steps = nullptr;
   uint32_t nlanes = 0;
   bool captured = false;  ///< used by a captured graph: kept for the communicator's life
+  std::vector<gpu::FifoSlotCount> stagedSlots;  ///< what one run moves on staged FIFOs
 };
 
 class DeviceComm {
@@ -49,9 +59,15 @@ class DeviceComm {
   /// How many executor blocks may run at once on this device.
   int residentBlocks() const { return residentBlocks_; }
 
-  /// The plan in device memory, copied at first use. Fails when a peer the plan names is not
-  /// reachable through device memory.
+  /// The plan in device memory, copied at first use (and the staged FIFOs it uses mapped). Fails
+  /// when no path reaches a peer the plan names.
   Result<const DevicePlan*> upload(const std::shared_ptr<const Plan>& plan, bool capturing);
+  /// Before a launch of `plans` on `stream`: arms the staged FIFOs' proxy with their slots (from
+  /// a host node of the graph when `capturing`).
+  Status armStaged(const std::vector<const DevicePlan*>& plans, cudaStream_t stream,
+                   bool capturing);
+  /// A failure of the staged FIFOs' transport, or of a peer they reach (ok while none).
+  Status stagedHealth() const;
   /// Device scratch of at least `bytes`. Earlier areas stay allocated (running or captured work
   /// may still use them) until the communicator goes.
   Result<char*> scratch(size_t bytes);
@@ -71,7 +87,10 @@ class DeviceComm {
 
  private:
   DeviceComm() = default;
-  Status checkReachable(const Plan& plan) const;
+  /// After p2p: the staged FIFOs (collective) and the path to each peer.
+  Status setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed);
+  /// Writes the device table entries of the staged FIFOs `slots` uses, mapping them first.
+  Status mapStaged(const std::vector<gpu::FifoSlotCount>& slots);
 
   DeviceClient* comm_ = nullptr;
   int device_ = 0;
@@ -84,6 +103,14 @@ class DeviceComm {
   CudaEvent lastWork_;
   bool haveLastWork_ = false;
   std::unique_ptr<P2pTransport> p2p_;
+  DevicePeerPaths paths_;
+  std::unique_ptr<StagedPath> staged_;  ///< none when every pair has a GPU path
+  std::vector<bool> stagedMapped_;      ///< per table entry (sends, then receives)
+  /// What the host nodes of captured graphs arm the proxy with, kept for the graphs' life.
+  struct StagedArming;
+  std::vector<std::unique_ptr<StagedArming>> capturedArming_;
+  /// The host node of a captured graph: arms the proxy each time the graph runs.
+  static void CUDART_CB armFromGraph(void* arming);
   DeviceMemory fifoTables_;  ///< send table then receive table, [peer * maxChannels + channel]
   DeviceMemory errorLatch_;
   PinnedMemory control_;

@@ -6,7 +6,11 @@ checks that the loaded libnccl.so.2 is the shim, runs torch.distributed's collec
 results, then trains a small model with DistributedDataParallel and compares its weights with a
 single-process run on the union of the ranks' batches. Exit status 0 when every check passed.
 
-Usage: torch_ddp.py SHIM   (SHIM: path of Braid's libnccl.so.2)
+With --two-hosts each rank gets a BRAID_HOSTID of its own, so the two ranks are two "hosts" and
+every collective on CUDA tensors takes the device path across hosts (staged through pinned host
+memory over TCP).
+
+Usage: torch_ddp.py [--two-hosts] SHIM   (SHIM: path of Braid's libnccl.so.2)
 """
 import os
 import socket
@@ -112,16 +116,26 @@ def rank_main(rank, failures):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    two_hosts = "--two-hosts" in args
+    args = [a for a in args if a != "--two-hosts"]
+    if len(args) != 1:
         sys.exit(__doc__)
+    shim = args[0]
     if "BRAID_TORCH_DDP_RANK" in os.environ:
         failures = []
         rank_main(int(os.environ["BRAID_TORCH_DDP_RANK"]), failures)
         sys.exit(1 if failures else 0)
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               LD_PRELOAD=os.path.realpath(sys.argv[1]), NCCL_DEBUG="VERSION")
-    ranks = [subprocess.Popen([sys.executable, __file__, sys.argv[1]],
-                              env=dict(env, BRAID_TORCH_DDP_RANK=str(r)), text=True,
+               LD_PRELOAD=os.path.realpath(shim), NCCL_DEBUG="VERSION")
+
+    def rank_env(r):
+        extra = {"BRAID_TORCH_DDP_RANK": str(r)}
+        if two_hosts:
+            extra["BRAID_HOSTID"] = f"torch-ddp-host-{r}"
+        return dict(env, **extra)
+
+    ranks = [subprocess.Popen([sys.executable, __file__, shim], env=rank_env(r), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(WORLD)]
     codes, outputs = [], []
@@ -137,7 +151,8 @@ def main():
     for r, out in enumerate(outputs):
         print("".join(f"[rank {r}] {line}\n" for line in out.splitlines()), end="")
     served = "NCCL-compatible library" in outputs[0]
-    print(f"torch_ddp: rank exit codes {codes}; Braid's libnccl.so.2 "
+    print(f"torch_ddp{' (two hosts)' if two_hosts else ''}: rank exit codes {codes}; "
+          f"Braid's libnccl.so.2 "
           f"{'served' if served else 'did NOT serve'} the process group")
     sys.exit(0 if served and all(c == 0 for c in codes) else 1)
 

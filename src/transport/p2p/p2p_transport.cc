@@ -241,6 +241,11 @@ bool P2pTransport::canRecv(int peer) const {
   return peer >= 0 && peer < options_.nranks && reach_[peer][options_.rank];
 }
 
+bool P2pTransport::links(int sender, int receiver) const {
+  const int n = options_.nranks;
+  return sender >= 0 && sender < n && receiver >= 0 && receiver < n && reach_[sender][receiver];
+}
+
 std::string P2pTransport::describe(int peer) const {
   if (peer < 0 || peer >= options_.nranks) return "no such rank";
   return how_[peer];

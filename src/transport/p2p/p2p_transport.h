@@ -54,6 +54,9 @@ class P2pTransport {
   bool canRecv(int peer) const;
   /// How this rank reaches `peer` ("same GPU", "peer GPU", ...) or why it does not.
   std::string describe(int peer) const;
+  /// Whether rank `sender`'s data reaches rank `receiver` through the device (any pair: every
+  /// rank knows the whole matrix, so decisions taken from it agree everywhere).
+  bool links(int sender, int receiver) const;
 
   /// The FIFO this rank fills for `peer` on `channel` (in the peer's inbox); requires canSend.
   gpu::DeviceFifo sendFifo(int peer, int channel) const;

@@ -1,0 +1,60 @@
+// How the device path reaches each peer of a communicator: through GPU memory (the p2p
+// transport), staged through pinned host memory over TCP (transport/staged_path.h) where no GPU
+// path does, or not at all - and why. Decided when the device side of a communicator is set up,
+// consulted for every plan. Plain C++ (every build), so that its messages are unit-tested.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "base/status.h"
+#include "kernels/executor_protocol.h"
+
+namespace braid {
+
+enum class DevicePeerPath : uint8_t {
+  kNone,       ///< no path: a device call exchanging with the peer fails
+  kGpuMemory,  ///< FIFOs in device memory (p2p)
+  kStaged,     ///< FIFOs in pinned host memory that a socket proxy moves
+};
+
+/// What the p2p transport and the staged FIFOs say of one peer.
+struct PeerReach {
+  bool gpuSend = false;      ///< p2p carries this rank's data to the peer
+  bool gpuRecv = false;      ///< p2p carries the peer's data to this rank
+  std::string gpuHow;        ///< P2pTransport::describe: how, or why not
+  bool staged = false;       ///< the staged FIFOs link the pair (both directions)
+  std::string stagedWhyNot;  ///< when not staged: why (BRAID_TRANSPORT excludes socket, ...)
+};
+
+class DevicePeerPaths {
+ public:
+  DevicePeerPaths() = default;
+  /// reach[peer] for every rank (this rank's own entry is ignored).
+  DevicePeerPaths(int rank, const std::vector<PeerReach>& reach);
+
+  /// The path of this rank's data to `peer`, and of `peer`'s data to this rank.
+  DevicePeerPath send(int peer) const { return valid(peer) ? send_[peer] : DevicePeerPath::kNone; }
+  DevicePeerPath recv(int peer) const { return valid(peer) ? recv_[peer] : DevicePeerPath::kNone; }
+  /// "same GPU (CUDA IPC)", "staged through host memory over TCP (another host)", or why none.
+  std::string describe(int peer) const;
+  /// Whether some peer is reached through staged FIFOs.
+  bool anyStaged() const;
+
+  /// ok, or an error naming the first peer `plan` exchanges with that no path reaches, and why.
+  Status check(const Plan& plan) const;
+  /// The slots one run of `plan` posts and frees on staged FIFOs (what their proxy is armed with).
+  std::vector<gpu::FifoSlotCount> stagedSlots(const Plan& plan) const;
+
+ private:
+  bool valid(int peer) const { return peer >= 0 && peer < static_cast<int>(send_.size()); }
+
+  int rank_ = 0;
+  std::vector<DevicePeerPath> send_;
+  std::vector<DevicePeerPath> recv_;
+  std::vector<PeerReach> reach_;
+};
+
+}  // namespace braid

@@ -1,0 +1,89 @@
+// The device path's choice per peer: GPU memory where p2p reaches, staged FIFOs over TCP where
+// only they do, and a plan that names a peer neither reaches fails with the peer and both reasons.
+#include "device/device_peer_paths.h"
+
+#include <gtest/gtest.h>
+
+#include "algorithms/algorithms.h"
+
+namespace braid {
+namespace {
+
+PeerReach gpu(const std::string& how) { return {true, true, how, false, "no need"}; }
+PeerReach staged(const std::string& gpuWhyNot) { return {false, false, gpuWhyNot, true, ""}; }
+PeerReach unreachable(const std::string& gpuWhyNot, const std::string& stagedWhyNot) {
+  return {false, false, gpuWhyNot, false, stagedWhyNot};
+}
+
+Plan ringAllReduce(int nranks, int rank) {
+  PlanRequest r;
+  r.coll = Collective::kAllReduce;
+  r.algo = Algorithm::kRing;
+  r.nranks = nranks;
+  r.rank = rank;
+  r.count = 1000;
+  r.chunkBytes = 1024;
+  r.nchannels = 1;
+  Result<Plan> plan = buildPlan(r);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? std::move(plan).value() : Plan{};
+}
+
+TEST(DevicePeerPaths, PeersOnAnotherHostAreStaged) {
+  // Ranks 0 and 1 share a GPU host; 2 and 3 are another host. Rank 1 receives from 0 over GPU
+  // memory and sends to 2 through the staged FIFOs.
+  const DevicePeerPaths paths(
+      1, {gpu("same GPU (CUDA IPC)"), {}, staged("another host"), staged("another host")});
+  EXPECT_EQ(paths.send(0), DevicePeerPath::kGpuMemory);
+  EXPECT_EQ(paths.send(2), DevicePeerPath::kStaged);
+  EXPECT_TRUE(paths.anyStaged());
+  EXPECT_EQ(paths.describe(2), "staged through pinned host memory over TCP (another host)");
+  const Plan plan = ringAllReduce(4, 1);
+  EXPECT_TRUE(paths.check(plan).ok());
+  // Only the staged peer's slots arm its proxy: rank 1 sends to 2 and receives from 0.
+  const std::vector<gpu::FifoSlotCount> slots = paths.stagedSlots(plan);
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(slots[0].peer, 2);
+  EXPECT_GT(slots[0].posts, 0u);
+  EXPECT_EQ(slots[0].releases, 0u);
+  for (const gpu::FifoSlotCount& c : gpu::countDeviceSlots(plan)) {
+    if (c.peer == 2) {
+      EXPECT_EQ(c.posts, slots[0].posts);
+    }
+  }
+}
+
+TEST(DevicePeerPaths, OneHostNeedsNoStaging) {
+  const DevicePeerPaths paths(0, {{}, gpu("same GPU (CUDA IPC)")});
+  EXPECT_FALSE(paths.anyStaged());
+  const Plan plan = ringAllReduce(2, 0);
+  EXPECT_TRUE(paths.check(plan).ok());
+  EXPECT_TRUE(paths.stagedSlots(plan).empty());
+}
+
+TEST(DevicePeerPaths, UnreachablePeerIsNamedWithBothReasons) {
+  const DevicePeerPaths paths(
+      0, {{}, unreachable("another host", "BRAID_TRANSPORT excludes socket"), staged("x")});
+  const Status status = paths.check(ringAllReduce(3, 0));
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), braidInvalidUsage);
+  EXPECT_NE(status.message().find("rank 0 cannot reach rank 1"), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("no GPU path (another host)"), std::string::npos);
+  EXPECT_NE(status.message().find("BRAID_TRANSPORT excludes socket"), std::string::npos);
+}
+
+TEST(DevicePeerPaths, OneWayGpuPathCountsAsNoneForTheOtherWay) {
+  // p2p carries rank 0's data to rank 1 but not back, and nothing is staged: a plan that
+  // receives from 1 fails, naming it.
+  PeerReach half{true, false, "no peer access between GPU 1 and GPU 0", false, "not linked"};
+  const DevicePeerPaths paths(0, {{}, half});
+  EXPECT_EQ(paths.send(1), DevicePeerPath::kGpuMemory);
+  EXPECT_EQ(paths.recv(1), DevicePeerPath::kNone);
+  const Status status = paths.check(ringAllReduce(2, 0));
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace braid
