@@ -222,22 +222,7 @@ Status DeviceComm::armStaged(const std::vector<const DevicePlan*>& plans, cudaSt
   return okStatus();
 }
 
-Status DeviceComm::stagedHealth() const {
-  if (!staged_) return okStatus();
-  const Transport& t = staged_->transport();
-  if (std::optional<Status> failure = t.failure()) return *failure;
-  if (std::optional<PeerFailure> notice = t.peerFailure(kAnyPeer)) return notice->status;
-  for (int p = 0; p < nranks_; ++p) {
-    const bool staged =
-        paths_.send(p) == DevicePeerPath::kStaged || paths_.recv(p) == DevicePeerPath::kStaged;
-    if (staged && !t.peerAlive(p)) {
-      return remoteError("device path: rank " + std::to_string(p) +
-                         " is gone (its TCP connections to rank " + std::to_string(rank_) +
-                         " closed)");
-    }
-  }
-  return okStatus();
-}
+Status DeviceComm::stagedHealth() const { return staged_ ? staged_->health() : okStatus(); }
 
 Result<const DevicePlan*> DeviceComm::upload(const std::shared_ptr<const Plan>& plan,
                                              bool capturing) {

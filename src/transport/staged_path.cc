@@ -8,6 +8,8 @@ Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& c
   std::unique_ptr<StagedPath> path(new StagedPath());
   path->mapper_ = std::move(mapper);
   path->maxChannels_ = ctx.maxChannels;
+  path->rank_ = ctx.rank;
+  path->nranks_ = ctx.nranks;
   TransportContext own = ctx;
   own.rankWaker = &path->waker_;
   own.abort = &path->aborted_;
@@ -62,6 +64,19 @@ Result<gpu::DeviceFifo> StagedPath::deviceFifo(int peer, int channel, bool send)
 
 void StagedPath::arm(const std::vector<gpu::FifoSlotCount>& counts) {
   if (NetworkProxy* proxy = transport_->proxy()) proxy->arm(counts);
+}
+
+Status StagedPath::health() const {
+  if (std::optional<Status> failure = transport_->failure()) return *failure;
+  if (std::optional<PeerFailure> notice = transport_->peerFailure(kAnyPeer)) return notice->status;
+  for (int p = 0; p < nranks_; ++p) {
+    if (transport_->canConnect(p) && !transport_->peerAlive(p)) {
+      return remoteError("device path: rank " + std::to_string(p) +
+                         " is gone (its TCP connections to rank " + std::to_string(rank_) +
+                         " for device buffers closed)");
+    }
+  }
+  return okStatus();
 }
 
 void StagedPath::abort() {

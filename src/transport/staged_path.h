@@ -65,6 +65,10 @@ class StagedPath {
   /// flush.
   void abort();
 
+  /// ok while the staged FIFOs work: else the transport's failure, a peer's failure notice, or
+  /// the first linked peer that is gone. The device path watches it while it waits for kernels.
+  Status health() const;
+
   /// The transport underneath: its failure, its peers' notices, their liveness.
   const Transport& transport() const { return *transport_; }
   /// The proxy (for tests: whether it sleeps), or nullptr when no peer is linked.
@@ -79,6 +83,8 @@ class StagedPath {
   Waker waker_;
   std::unique_ptr<SocketTransport> transport_;
   std::unique_ptr<HostMemoryMapper> mapper_;
+  int rank_ = 0;
+  int nranks_ = 1;
   int maxChannels_ = 1;
   std::map<std::pair<size_t, bool>, char*> mapped_;  ///< (FIFO index, send): device address
 };

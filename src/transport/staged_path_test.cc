@@ -3,7 +3,8 @@
 // proxy between ranks as threads over loopback: every collective x algorithm exact at n = 2, 3, 4,
 // one call after another through the same FIFOs as a device's launches go, the proxy armed per
 // call as the device path arms it; large slots split over both streams; a proxy armed for slots
-// not yet posted keeps polling, and sleeps again once they have gone.
+// not yet posted keeps polling, and sleeps again once they have gone; a peer that goes away is
+// reported and the lanes waiting on it stop at the abort that follows.
 #include "transport/staged_path.h"
 
 #include <gtest/gtest.h>
@@ -206,6 +207,55 @@ TEST(StagedPath, ArmedProxyPollsUntilTheSlotsAreDoneThenSleeps) {
           gpu::release<gpu::HostMemoryOps>(f);
         }
         if (!eventually(asleep, 10)) return internalError("the proxy kept polling after the work");
+        return okStatus();
+      });
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].message();
+  }
+}
+
+// A peer that goes away while a call waits on it: the staged path's health names it, and the
+// abort the device path then raises stops the waiting lanes (as DeviceComm does for NULL-stream
+// calls).
+TEST(StagedPath, GonePeerIsReportedAndWaitingLanesStop) {
+  auto made = PlanCase::make([] {
+    PlanCaseSpec s;
+    s.nranks = 2;
+    s.count = 1000;
+    s.chunkBytes = 1024;
+    s.nchannels = 2;
+    return s;
+  }());
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  PlanCase& pc = **made;
+  const Config config = stagedConfig(1024);
+  const std::vector<Status> statuses =
+      onBootstrapThreads(2, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
+        Logger logger(LogLevel::kWarn, kAllSubsys, "");
+        StagedRank rank;
+        RETURN_IF_ERROR(setUp(r, 2, bootstrap, config, logger, rank));
+        if (r == 1) {
+          // Gone without a word: its connections close, nothing is flushed.
+          rank.path->abort();
+          rank.path.reset();
+          return okStatus();
+        }
+        rank.path->arm(gpu::countDeviceSlots(pc.plan(0)));
+        const gpu::DeviceCall call = pc.call(0);
+        std::thread lanes([&] { gpu::runLanesOnHost(rank.args, &call, 1); });
+        Status health;
+        eventually([&] { return !(health = rank.path->health()).ok(); }, 20);
+        gpu::HostMemoryOps::store(&rank.control.abort, 1u);
+        rank.path->abort();
+        lanes.join();
+        if (health.ok()) return internalError("the gone peer was never reported");
+        if (health.message().find("rank 1 is gone") == std::string::npos) {
+          return internalError("the report does not name rank 1: " + health.message());
+        }
+        if (rank.control.error != gpu::kDeviceAborted) {
+          return internalError("the lanes ended with error " + std::to_string(rank.control.error) +
+                               ", not the abort");
+        }
         return okStatus();
       });
   for (size_t r = 0; r < statuses.size(); ++r) {
