@@ -10,7 +10,7 @@
 #                                     build-gpu-check; BRAID_GPU_CHECK_BUDGET: seconds, default 470;
 #                                     BRAID_GPU_CHECK_PARTS: the parts to run, "base" (one host)
 #                                     and/or "staged" (device buffers across two BRAID_HOSTIDs over
-#                                     TCP), default "base,staged" - with a 10-minute limit per
+#                                     RDMA or TCP), default "base,staged" - with a 10-minute limit per
 #                                     command, run each part on its own, the second with
 #                                     BRAID_GPU_CHECK_REUSE=1;
 #                                     BRAID_GPU_CHECK_PREBUILT=DIR: run the programs of a build
@@ -244,9 +244,10 @@ done
 
 fi  # part base
 
-# ---- Device buffers across hosts (staged through pinned host memory over TCP): ranks sharing
-# GPU 0 split into two BRAID_HOSTIDs, every collective x algorithm at n = 2, 3, 4, a graph
-# replayed over staged FIFOs, the error when socket is excluded; then braid-perf on device
+# ---- Device buffers across hosts (staged through pinned host memory, over RDMA where this
+# machine has a port, and over TCP): ranks sharing GPU 0 split into two BRAID_HOSTIDs, every
+# collective x algorithm at n = 2, 3, 4, a graph replayed over staged FIFOs, the error when ib
+# and socket are excluded; then braid-perf on device
 # buffers over sockets beside the same sweep on host memory (goal: device busbw at least 80% of
 # host busbw from 16 MiB up).
 if part staged; then

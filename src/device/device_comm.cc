@@ -99,7 +99,10 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
         "cannot use CUDA device " + std::to_string(device) + ": " + local.message();
   }
   ASSIGN_OR_RETURN(d->p2p_, P2pTransport::create(bootstrap, options));
-  RETURN_IF_ERROR(d->setUpPeerPaths(bootstrap, filter.allows(TransportKind::kSocket)));
+  StagedMedia media;
+  media.rdma = filter.allows(TransportKind::kIb);
+  media.tcp = filter.allows(TransportKind::kSocket);
+  RETURN_IF_ERROR(d->setUpPeerPaths(bootstrap, media));
 
   // The FIFO tables: send ends, then receive ends, [peer * maxChannels + channel].
   const size_t perSide = size_t(d->nranks_) * size_t(d->maxChannels_);
@@ -140,7 +143,7 @@ DeviceComm::~DeviceComm() {
   cudaStreamSynchronize(stream_.get());
 }
 
-Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed) {
+Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, StagedMedia media) {
   // Every rank knows which pairs p2p links, so all take part in the staged FIFOs' set-up (a
   // collective) or none does.
   bool anyPairUnlinked = false;
@@ -149,7 +152,7 @@ Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed) {
   }
   std::vector<bool> wanted(nranks_, false);
   for (int p = 0; p < nranks_; ++p) {
-    wanted[p] = p != rank_ && socketAllowed && !(p2p_->canSend(p) && p2p_->canRecv(p));
+    wanted[p] = p != rank_ && (media.rdma || media.tcp) && !(p2p_->canSend(p) && p2p_->canRecv(p));
   }
   if (anyPairUnlinked) {
     TransportContext ctx;
@@ -160,7 +163,7 @@ Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed) {
     ctx.nranks = nranks_;
     ctx.maxChannels = maxChannels_;
     ASSIGN_OR_RETURN(staged_,
-                     StagedPath::create(ctx, wanted, std::make_unique<PinnedHostMapper>()));
+                     StagedPath::create(ctx, wanted, media, std::make_unique<PinnedHostMapper>()));
   }
   std::vector<PeerReach> reach(nranks_);
   for (int p = 0; p < nranks_; ++p) {
@@ -169,7 +172,14 @@ Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed) {
     reach[p].gpuRecv = p2p_->canRecv(p);
     reach[p].gpuHow = p2p_->describe(p);
     reach[p].staged = staged_ && staged_->reaches(p);
-    reach[p].stagedWhyNot = socketAllowed ? "not linked" : "BRAID_TRANSPORT excludes socket";
+    if (staged_) {
+      // "RDMA" or "TCP" when linked, else why neither links it.
+      reach[p].stagedOver = staged_->describe(p);
+      if (!reach[p].staged) reach[p].stagedWhyNot = reach[p].stagedOver;
+    } else {
+      reach[p].stagedWhyNot =
+          media.rdma || media.tcp ? "not linked" : "BRAID_TRANSPORT excludes ib and socket";
+    }
   }
   paths_ = DevicePeerPaths(rank_, reach);
   stagedMapped_.assign(2 * size_t(nranks_) * size_t(maxChannels_), false);

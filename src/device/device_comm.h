@@ -88,7 +88,7 @@ class DeviceComm {
  private:
   DeviceComm() = default;
   /// After p2p: the staged FIFOs (collective) and the path to each peer.
-  Status setUpPeerPaths(Bootstrap& bootstrap, bool socketAllowed);
+  Status setUpPeerPaths(Bootstrap& bootstrap, StagedMedia media);
   /// Writes the device table entries of the staged FIFOs `slots` uses, mapping them first.
   Status mapStaged(const std::vector<gpu::FifoSlotCount>& slots);
 

@@ -30,7 +30,8 @@ std::string DevicePeerPaths::describe(int peer) const {
     return "no GPU path (" + r.gpuHow + ") and no path through host memory (" +
            (r.stagedWhyNot.empty() ? std::string("not linked") : r.stagedWhyNot) + ")";
   }
-  if (staged) return "staged through pinned host memory over TCP (" + r.gpuHow + ")";
+  if (staged)
+    return "staged through pinned host memory over " + r.stagedOver + " (" + r.gpuHow + ")";
   return r.gpuHow;
 }
 
@@ -46,8 +47,8 @@ Status DevicePeerPaths::check(const Plan& plan) const {
     return invalidUsage("device buffers: rank " + std::to_string(rank_) + " cannot reach rank " +
                         std::to_string(peer) + ": " + describe(peer) +
                         "; a device call exchanges with ranks of this host through GPU memory "
-                        "and with others through host memory over TCP, which BRAID_TRANSPORT "
-                        "must then allow (socket)");
+                        "and with others through host memory over RDMA or TCP, which "
+                        "BRAID_TRANSPORT must then allow (ib or socket)");
   };
   for (const Lane& lane : plan.lanes) {
     for (const Step& step : lane.steps) {

@@ -1,7 +1,7 @@
 // How the device path reaches each peer of a communicator: through GPU memory (the p2p
-// transport), staged through pinned host memory over TCP (transport/staged_path.h) where no GPU
-// path does, or not at all - and why. Decided when the device side of a communicator is set up,
-// consulted for every plan. Plain C++ (every build), so that its messages are unit-tested.
+// transport), staged through pinned host memory over RDMA or TCP (transport/staged_path.h) where
+// no GPU path does, or not at all - and why. Decided when the device side of a communicator is set
+// up, consulted for every plan. Plain C++ (every build), so that its messages are unit-tested.
 #pragma once
 
 #include <cstdint>
@@ -17,16 +17,17 @@ namespace braid {
 enum class DevicePeerPath : uint8_t {
   kNone,       ///< no path: a device call exchanging with the peer fails
   kGpuMemory,  ///< FIFOs in device memory (p2p)
-  kStaged,     ///< FIFOs in pinned host memory that a socket proxy moves
+  kStaged,     ///< FIFOs in pinned host memory that a network proxy (ib, socket) moves
 };
 
 /// What the p2p transport and the staged FIFOs say of one peer.
 struct PeerReach {
-  bool gpuSend = false;      ///< p2p carries this rank's data to the peer
-  bool gpuRecv = false;      ///< p2p carries the peer's data to this rank
-  std::string gpuHow;        ///< P2pTransport::describe: how, or why not
-  bool staged = false;       ///< the staged FIFOs link the pair (both directions)
-  std::string stagedWhyNot;  ///< when not staged: why (BRAID_TRANSPORT excludes socket, ...)
+  bool gpuSend = false;            ///< p2p carries this rank's data to the peer
+  bool gpuRecv = false;            ///< p2p carries the peer's data to this rank
+  std::string gpuHow;              ///< P2pTransport::describe: how, or why not
+  bool staged = false;             ///< the staged FIFOs link the pair (both directions)
+  std::string stagedWhyNot;        ///< when not staged: why (BRAID_TRANSPORT excludes socket, ...)
+  std::string stagedOver = "TCP";  ///< when staged: the network that carries it (TCP, RDMA)
 };
 
 class DevicePeerPaths {
@@ -38,7 +39,8 @@ class DevicePeerPaths {
   /// The path of this rank's data to `peer`, and of `peer`'s data to this rank.
   DevicePeerPath send(int peer) const { return valid(peer) ? send_[peer] : DevicePeerPath::kNone; }
   DevicePeerPath recv(int peer) const { return valid(peer) ? recv_[peer] : DevicePeerPath::kNone; }
-  /// "same GPU (CUDA IPC)", "staged through host memory over TCP (another host)", or why none.
+  /// "same GPU (CUDA IPC)", "staged through pinned host memory over RDMA (another host)", or why
+  /// none.
   std::string describe(int peer) const;
   /// Whether some peer is reached through staged FIFOs.
   bool anyStaged() const;

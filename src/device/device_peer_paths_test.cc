@@ -1,5 +1,6 @@
-// The device path's choice per peer: GPU memory where p2p reaches, staged FIFOs over TCP where
-// only they do, and a plan that names a peer neither reaches fails with the peer and both reasons.
+// The device path's choice per peer: GPU memory where p2p reaches, staged FIFOs over RDMA or TCP
+// where only they do, and a plan that names a peer neither reaches fails with the peer and both
+// reasons.
 #include "device/device_peer_paths.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +11,9 @@ namespace braid {
 namespace {
 
 PeerReach gpu(const std::string& how) { return {true, true, how, false, "no need"}; }
-PeerReach staged(const std::string& gpuWhyNot) { return {false, false, gpuWhyNot, true, ""}; }
+PeerReach staged(const std::string& gpuWhyNot, const std::string& over = "TCP") {
+  return {false, false, gpuWhyNot, true, "", over};
+}
 PeerReach unreachable(const std::string& gpuWhyNot, const std::string& stagedWhyNot) {
   return {false, false, gpuWhyNot, false, stagedWhyNot};
 }
@@ -33,11 +36,12 @@ TEST(DevicePeerPaths, PeersOnAnotherHostAreStaged) {
   // Ranks 0 and 1 share a GPU host; 2 and 3 are another host. Rank 1 receives from 0 over GPU
   // memory and sends to 2 through the staged FIFOs.
   const DevicePeerPaths paths(
-      1, {gpu("same GPU (CUDA IPC)"), {}, staged("another host"), staged("another host")});
+      1, {gpu("same GPU (CUDA IPC)"), {}, staged("another host"), staged("another host", "RDMA")});
   EXPECT_EQ(paths.send(0), DevicePeerPath::kGpuMemory);
   EXPECT_EQ(paths.send(2), DevicePeerPath::kStaged);
   EXPECT_TRUE(paths.anyStaged());
   EXPECT_EQ(paths.describe(2), "staged through pinned host memory over TCP (another host)");
+  EXPECT_EQ(paths.describe(3), "staged through pinned host memory over RDMA (another host)");
   const Plan plan = ringAllReduce(4, 1);
   EXPECT_TRUE(paths.check(plan).ok());
   // Only the staged peer's slots arm its proxy: rank 1 sends to 2 and receives from 0.

@@ -145,8 +145,9 @@ void NetworkProxy::arm(const std::vector<gpu::FifoSlotCount>& counts) {
     if (!linked(c.peer) || c.channel < 0 || c.channel >= options_.maxChannels) continue;
     if (c.posts == 0 && c.releases == 0) continue;
     const size_t f = fifos_.index(c.peer, c.channel);
-    fifos_.openSend(f);
-    if (fifos_.openRecv(f)) recvOpened();
+    // Only the armed directions: a FIFO the device path maps is mapped before it opens.
+    if (c.posts != 0) fifos_.openSend(f);
+    if (c.releases != 0 && fifos_.openRecv(f)) recvOpened();
     armedPosts_[f].fetch_add(c.posts, std::memory_order_release);
     armedReleases_[f].fetch_add(c.releases, std::memory_order_release);
     any = true;

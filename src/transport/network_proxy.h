@@ -80,9 +80,14 @@ class NetworkProxy {
   void close(bool flush, double flushSeconds);
 
   bool linked(int peer) const { return fifos_.linked(peer); }
-  /// The FIFOs of a linked peer's channel (the caller checked linked() and the channel).
+  /// The FIFOs of a linked peer's channel (the caller checked linked() and the channel), opened:
+  /// the proxy moves their slots from then on.
   FifoView sendFifo(int peer, int channel);
   FifoView recvFifo(int peer, int channel);
+  /// Where such a FIFO lies, without opening it.
+  FifoView fifoView(int peer, int channel, bool send) const {
+    return fifos_.view(fifos_.index(peer, channel), send);
+  }
   /// Rung by the rank's post() and release().
   Waker* waker() { return &waker_; }
   /// False once `peer` is known to be gone (every link of it closed).

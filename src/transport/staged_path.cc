@@ -4,22 +4,63 @@ namespace braid {
 
 Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& ctx,
                                                        const std::vector<bool>& wanted,
+                                                       StagedMedia media,
                                                        std::unique_ptr<HostMemoryMapper> mapper) {
   std::unique_ptr<StagedPath> path(new StagedPath());
   path->mapper_ = std::move(mapper);
-  path->maxChannels_ = ctx.maxChannels;
+  path->media_ = media;
   path->rank_ = ctx.rank;
   path->nranks_ = ctx.nranks;
+  path->maxChannels_ = ctx.maxChannels;
   TransportContext own = ctx;
   own.rankWaker = &path->waker_;
   own.abort = &path->aborted_;
-  ASSIGN_OR_RETURN(path->transport_, SocketTransport::create(own, wanted));
+  // Both factories are collective: every rank runs both, whatever they link.
+  std::vector<bool> rdmaWanted(ctx.nranks, false);
+  for (int p = 0; p < ctx.nranks && p < static_cast<int>(wanted.size()); ++p) {
+    rdmaWanted[p] = media.rdma && wanted[p];
+  }
+  ASSIGN_OR_RETURN(path->rdma_, IbTransport::create(own, rdmaWanted));
+  std::vector<bool> tcpWanted(ctx.nranks, false);
+  for (int p = 0; p < ctx.nranks && p < static_cast<int>(wanted.size()); ++p) {
+    tcpWanted[p] = media.tcp && wanted[p] && !path->rdma_->canConnect(p);
+  }
+  ASSIGN_OR_RETURN(path->tcp_, SocketTransport::create(own, tcpWanted));
   return path;
 }
 
 StagedPath::~StagedPath() {
   mapped_.clear();
-  mapper_.reset();  // before the FIFOs' memory goes with the transport
+  mapper_.reset();  // before the FIFOs' memory goes with the transports
+}
+
+std::vector<NetworkTransport*> StagedPath::transports() const {
+  std::vector<NetworkTransport*> all;
+  if (rdma_) all.push_back(rdma_.get());
+  if (tcp_) all.push_back(tcp_.get());
+  return all;
+}
+
+NetworkTransport* StagedPath::transportOf(int peer) const {
+  if (rdma_ && rdma_->canConnect(peer)) return rdma_.get();
+  if (tcp_ && tcp_->canConnect(peer)) return tcp_.get();
+  return nullptr;
+}
+
+NetworkProxy* StagedPath::proxyOf(int peer) const {
+  NetworkTransport* t = transportOf(peer);
+  return t != nullptr ? t->proxy() : nullptr;
+}
+
+std::string StagedPath::describe(int peer) const {
+  if (rdma_ && rdma_->canConnect(peer)) return "RDMA";
+  if (tcp_ && tcp_->canConnect(peer)) return "TCP";
+  std::string rdma = !media_.rdma ? "BRAID_TRANSPORT excludes ib"
+                     : rdma_ && !rdma_->unavailableReason().empty()
+                         ? "no RDMA: " + rdma_->unavailableReason()
+                         : "RDMA does not link it";
+  std::string tcp = media_.tcp ? "TCP does not link it" : "BRAID_TRANSPORT excludes socket";
+  return rdma + "; " + tcp;
 }
 
 Result<gpu::DeviceFifo> StagedPath::sendFifo(int peer, int channel) {
@@ -31,13 +72,15 @@ Result<gpu::DeviceFifo> StagedPath::recvFifo(int peer, int channel) {
 }
 
 Result<gpu::DeviceFifo> StagedPath::deviceFifo(int peer, int channel, bool send) {
-  NetworkProxy* proxy = transport_->proxy();
-  if (proxy == nullptr || !proxy->linked(peer) || channel < 0 || channel >= maxChannels_) {
+  NetworkProxy* proxy = proxyOf(peer);
+  if (proxy == nullptr || channel < 0 || channel >= maxChannels_) {
     return internalError("device path: no staged FIFO " + std::string(send ? "to" : "from") +
                          " rank " + std::to_string(peer) + " on channel " +
                          std::to_string(channel));
   }
-  const FifoView v = send ? proxy->sendFifo(peer, channel) : proxy->recvFifo(peer, channel);
+  // Mapped for the device before the FIFO is opened: an RDMA proxy registers a FIFO with its NIC
+  // when it opens, and the device's registration must come first.
+  const FifoView v = proxy->fifoView(peer, channel, send);
   char* host = reinterpret_cast<char*>(v.control);
   const auto key = std::make_pair(size_t(peer) * maxChannels_ + channel, send);
   auto it = mapped_.find(key);
@@ -49,6 +92,11 @@ Result<gpu::DeviceFifo> StagedPath::deviceFifo(int peer, int channel, bool send)
                                          std::to_string(peer));
     }
     it = mapped_.emplace(key, device.value()).first;
+  }
+  if (send) {
+    proxy->sendFifo(peer, channel);
+  } else {
+    proxy->recvFifo(peer, channel);
   }
   auto onDevice = [&](const void* p) { return it->second + (static_cast<const char*>(p) - host); };
   gpu::DeviceFifo f;
@@ -63,16 +111,29 @@ Result<gpu::DeviceFifo> StagedPath::deviceFifo(int peer, int channel, bool send)
 }
 
 void StagedPath::arm(const std::vector<gpu::FifoSlotCount>& counts) {
-  if (NetworkProxy* proxy = transport_->proxy()) proxy->arm(counts);
+  // Each proxy skips the peers it does not link.
+  for (NetworkTransport* t : transports()) {
+    if (t->proxy() != nullptr) t->proxy()->arm(counts);
+  }
+}
+
+std::optional<Status> StagedPath::failure() const {
+  for (const NetworkTransport* t : transports()) {
+    if (std::optional<Status> failure = t->failure()) return failure;
+  }
+  return std::nullopt;
 }
 
 Status StagedPath::health() const {
-  if (std::optional<Status> failure = transport_->failure()) return *failure;
-  if (std::optional<PeerFailure> notice = transport_->peerFailure(kAnyPeer)) return notice->status;
+  if (std::optional<Status> failed = failure()) return *failed;
+  for (const NetworkTransport* t : transports()) {
+    if (std::optional<PeerFailure> notice = t->peerFailure(kAnyPeer)) return notice->status;
+  }
   for (int p = 0; p < nranks_; ++p) {
-    if (transport_->canConnect(p) && !transport_->peerAlive(p)) {
-      return remoteError("device path: rank " + std::to_string(p) +
-                         " is gone (its TCP connections to rank " + std::to_string(rank_) +
+    const NetworkTransport* t = transportOf(p);
+    if (t != nullptr && !t->peerAlive(p)) {
+      return remoteError("device path: rank " + std::to_string(p) + " is gone (its " + describe(p) +
+                         " connections to rank " + std::to_string(rank_) +
                          " for device buffers closed)");
     }
   }
@@ -81,7 +142,9 @@ Status StagedPath::health() const {
 
 void StagedPath::abort() {
   aborted_.store(true, std::memory_order_release);
-  if (NetworkProxy* proxy = transport_->proxy()) proxy->disarm();
+  for (NetworkTransport* t : transports()) {
+    if (t->proxy() != nullptr) t->proxy()->disarm();
+  }
 }
 
 }  // namespace braid

@@ -18,22 +18,17 @@
 #include "kernels/host_lane_runner.h"
 #include "kernels/host_memory_ops.h"
 #include "tests/support/plan_case.h"
+#include "tests/support/staged_ranks.h"
 
 namespace braid {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using testing::PlanCase;
 using testing::PlanCaseSpec;
 
 constexpr double kTimeout = 60;
-constexpr int kMaxChannels = 3;  // two for the algorithms, one for the call check
-
-/// Host threads read the FIFOs where they lie.
-class HostAddresses : public HostMemoryMapper {
- public:
-  Result<char*> map(char* host, size_t) override { return host; }
-};
+constexpr int kMaxChannels = testing::kStagedChannels;
+using testing::StagedRank;
 
 Config stagedConfig(uint32_t slotBytes) {
   Config c;
@@ -45,87 +40,27 @@ Config stagedConfig(uint32_t slotBytes) {
   return c;
 }
 
-/// One rank: its staged FIFOs and the tables, control block and latch its "kernel" reads.
-struct StagedRank {
-  std::unique_ptr<StagedPath> path;
-  std::vector<gpu::DeviceFifo> table;  ///< sends, then receives: [peer * kMaxChannels + channel]
-  gpu::DeviceControl control;
-  uint32_t latch = 0;
-  gpu::ExecutorArgs args;
-};
-
-/// Makes rank r's staged path to every other rank and its device tables.
-Status setUp(int r, int n, Bootstrap& bootstrap, const Config& config, const Logger& logger,
-             StagedRank& rank) {
-  TransportContext ctx;
-  ctx.bootstrap = &bootstrap;
-  ctx.config = &config;
-  ctx.logger = &logger;
-  ctx.rank = r;
-  ctx.nranks = n;
-  ctx.maxChannels = kMaxChannels;
-  std::vector<bool> wanted(n, true);
-  wanted[r] = false;
-  ASSIGN_OR_RETURN(rank.path, StagedPath::create(ctx, wanted, std::make_unique<HostAddresses>()));
-  const size_t perSide = size_t(n) * kMaxChannels;
-  rank.table.assign(2 * perSide, gpu::DeviceFifo{});
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    if (!rank.path->reaches(p))
-      return internalError("no staged FIFOs to rank " + std::to_string(p));
-    for (int ch = 0; ch < kMaxChannels; ++ch) {
-      ASSIGN_OR_RETURN(rank.table[size_t(p) * kMaxChannels + ch], rank.path->sendFifo(p, ch));
-      ASSIGN_OR_RETURN(rank.table[perSide + size_t(p) * kMaxChannels + ch],
-                       rank.path->recvFifo(p, ch));
-    }
-  }
-  rank.args.sendFifos = rank.table.data();
-  rank.args.recvFifos = rank.table.data() + perSide;
-  rank.args.maxChannels = kMaxChannels;
-  rank.args.rank = r;
-  rank.args.control = &rank.control;
-  rank.args.errorLatch = &rank.latch;
-  rank.args.timeoutNs = static_cast<uint64_t>(kTimeout * 1e9);
-  rank.args.ncalls = 1;
-  return okStatus();
+/// TCP only: these tests stay off any RDMA device of the machine.
+StagedMedia tcpOnly() {
+  StagedMedia m;
+  m.rdma = false;
+  return m;
 }
 
-/// Runs the cases one after another on n ranks (threads), each call armed then run on host
-/// lanes over the staged FIFOs, and checks every output.
+Status setUp(int r, int n, Bootstrap& bootstrap, const Config& config, const Logger& logger,
+             StagedRank& rank) {
+  return testing::setUpStagedRank(r, n, bootstrap, config, logger, tcpOnly(), rank);
+}
+
 void runStaged(int n, const std::vector<PlanCaseSpec>& specs, uint32_t slotBytes) {
-  std::vector<std::unique_ptr<PlanCase>> cases;
-  for (const PlanCaseSpec& spec : specs) {
-    auto made = PlanCase::make(spec);
-    ASSERT_TRUE(made.ok()) << testing::describeSpec(spec) << ": " << made.status().message();
-    cases.push_back(std::move(made).value());
-  }
-  const Config config = stagedConfig(slotBytes);
-  const std::vector<Status> statuses =
-      onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
-        Logger logger(LogLevel::kWarn, kAllSubsys, "");
-        StagedRank rank;
-        RETURN_IF_ERROR(setUp(r, n, bootstrap, config, logger, rank));
-        for (size_t k = 0; k < cases.size(); ++k) {
-          PlanCase& pc = *cases[k];
-          if (!pc.runs(r)) continue;
-          rank.path->arm(gpu::countDeviceSlots(pc.plan(r)));
-          const gpu::DeviceCall call = pc.call(r);
-          gpu::runLanesOnHost(rank.args, &call, 1);
-          const std::string what = testing::describeSpec(specs[k]);
-          if (rank.control.error != gpu::kDeviceOk) {
-            return internalError(what + ": lanes stopped with error " +
-                                 std::to_string(rank.control.error) + " waiting on rank " +
-                                 std::to_string(rank.control.peer));
-          }
-          if (const std::string bad = pc.check(r); !bad.empty())
-            return internalError(what + ": " + bad);
-        }
-        if (std::optional<Status> failure = rank.path->transport().failure()) return *failure;
-        return okStatus();
-      });
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].message();
-  }
+  testing::StagedRun run;
+  run.nranks = n;
+  run.specs = specs;
+  run.config = [&](int) { return stagedConfig(slotBytes); };
+  run.media = tcpOnly();
+  run.over = [](int, int) { return std::string("TCP"); };
+  const std::vector<std::string> errors = testing::runStagedCases(run);
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 class StagedCollectives : public ::testing::TestWithParam<int> {};
@@ -156,17 +91,6 @@ TEST(StagedPath, LargeSlotsCrossSplitOverStreams) {
   runStaged(2, specs, 96 * 1024);
 }
 
-/// Waits until pred() holds, for at most `seconds`.
-template <class Pred>
-bool eventually(Pred&& pred, double seconds) {
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (Clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 TEST(StagedPath, ArmedProxyPollsUntilTheSlotsAreDoneThenSleeps) {
   const Config config = stagedConfig(1024);
   const std::vector<Status> statuses =
@@ -174,40 +98,7 @@ TEST(StagedPath, ArmedProxyPollsUntilTheSlotsAreDoneThenSleeps) {
         Logger logger(LogLevel::kWarn, kAllSubsys, "");
         StagedRank rank;
         RETURN_IF_ERROR(setUp(r, 2, bootstrap, config, logger, rank));
-        const int peer = 1 - r;
-        Waker* proxyWaker = rank.path->proxy()->waker();
-        auto asleep = [&] { return proxyWaker->sleeping.load() != 0; };
-        if (!eventually(asleep, 10)) return internalError("an idle proxy never slept");
-        CallDescriptor call;
-        call.seq = 42;
-        gpu::DeviceCall deviceCall;
-        deviceCall.call = call;
-        if (r == 0) {
-          // Armed for a slot the "kernel" has not posted: the proxy polls, never sleeping.
-          rank.path->arm({{peer, 0, 1, 0}});
-          if (!eventually([&] { return !asleep(); }, 10)) {
-            return internalError("the armed proxy stayed asleep");
-          }
-          const auto end = Clock::now() + std::chrono::milliseconds(300);
-          while (Clock::now() < end) {
-            if (asleep()) return internalError("the proxy slept with armed work outstanding");
-          }
-          gpu::DeviceFifo* f = rank.args.sendFifos + size_t(peer) * kMaxChannels;
-          gpu::post<gpu::HostMemoryOps>(f, 0, call);
-        } else {
-          rank.path->arm({{peer, 0, 0, 1}});
-          gpu::DeviceFifo* f = rank.args.recvFifos + size_t(peer) * kMaxChannels;
-          gpu::Waiter<gpu::HostMemoryOps> waiter(rank.args);
-          uint32_t code = 0;
-          while (code == 0 && !gpu::slotArrived<gpu::HostMemoryOps>(f)) code = waiter.poll();
-          gpu::FailureSite site;
-          SlotHeader header;
-          if (code == 0) code = gpu::checkSlot<gpu::HostMemoryOps>(f, deviceCall, 0, site, header);
-          if (code != 0) return internalError("the slot did not arrive: " + std::to_string(code));
-          gpu::release<gpu::HostMemoryOps>(f);
-        }
-        if (!eventually(asleep, 10)) return internalError("the proxy kept polling after the work");
-        return okStatus();
+        return testing::checkArmedProxyPolls(r, rank);
       });
   for (size_t r = 0; r < statuses.size(); ++r) {
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].message();
@@ -244,7 +135,7 @@ TEST(StagedPath, GonePeerIsReportedAndWaitingLanesStop) {
         const gpu::DeviceCall call = pc.call(0);
         std::thread lanes([&] { gpu::runLanesOnHost(rank.args, &call, 1); });
         Status health;
-        eventually([&] { return !(health = rank.path->health()).ok(); }, 20);
+        testing::eventually([&] { return !(health = rank.path->health()).ok(); }, 20);
         gpu::HostMemoryOps::store(&rank.control.abort, 1u);
         rank.path->abort();
         lanes.join();

@@ -1,10 +1,11 @@
 // Device buffers across hosts: rank processes sharing GPU 0 split into two "hosts" (BRAID_HOSTID by
 // rank parity), so that a device call to the other host takes the staged path - FIFOs in pinned
-// host memory that a socket proxy moves over TCP - while ranks of one host keep the GPU path.
-// Every collective with every algorithm forced in turn at n = 2, 3, 4, NULL-stream and stream
-// calls alternating; then BRAID_TRANSPORT=socket (one host, every peer staged); then a CUDA graph
-// replayed over staged FIFOs (the proxy armed from a host node of the graph); and a device call
-// to another host with socket excluded fails naming the peer. Every test skips where no GPU is
+// host memory that a network proxy moves, over RDMA where the machine has a port, else TCP -
+// while ranks of one host keep the GPU path. Every collective with every algorithm forced in turn
+// at n = 2, 3, 4, NULL-stream and stream calls alternating; then without ib (TCP), and
+// BRAID_TRANSPORT=socket (one host, every peer staged); then a CUDA graph replayed over staged
+// FIFOs (the proxy armed from a host node of the graph); and a device call to another host with
+// ib and socket excluded fails naming the peer. Every test skips where no GPU is
 // present.
 #include <gtest/gtest.h>
 
@@ -35,6 +36,8 @@ const std::vector<StagedVariant>& stagedVariants() {
       {"rhd", {"BRAID_ALGO=rhd", "BRAID_CHUNK_BYTES=8K"}},
       {"rd", {"BRAID_ALGO=rd", "BRAID_CHUNK_BYTES=8K"}},
       {"direct", {"BRAID_ALGO=direct", "BRAID_CHUNK_BYTES=8K"}},
+      // Where the machine has an RDMA port, "defaults" stages over ib: this one keeps TCP tested.
+      {"no_ib", {"BRAID_TRANSPORT=^ib"}},
       {"socket_only", {"BRAID_TRANSPORT=socket"}, false},
   };
   return kVariants;
@@ -148,15 +151,15 @@ TEST(GpuStaged, GraphReplaysOverStagedFifos) {
   EXPECT_EQ(failures(outcomes), "");
 }
 
-// With socket excluded, nothing reaches the other host: the call fails on every rank, naming the
-// peer and why.
+// With the networks excluded, nothing reaches the other host: the call fails on every rank, naming
+// the peer and why.
 TEST(GpuStaged, NoPathToAnotherHostIsReported) {
   BRAID_SKIP_WITHOUT_GPU();
   constexpr int kRanks = 2;
   auto outcomes = runRanks(
       kRanks,
       [&](int rank, const braidUniqueId& id) -> std::string {
-        Settings settings{"BRAID_TIMEOUT=30", hostOf(rank), "BRAID_TRANSPORT=^socket"};
+        Settings settings{"BRAID_TIMEOUT=30", hostOf(rank), "BRAID_TRANSPORT=^socket,ib"};
         braidComm_t comm = nullptr;
         if (std::string e = initOnGpu0(&comm, kRanks, id, rank, settings); !e.empty()) return e;
         DeviceBuffer buf(1024 * sizeof(float));

@@ -288,7 +288,8 @@ void IbProxy::run() {
       idleSince = now;
       continue;
     }
-    if (now - idleSince <= kYield) {
+    // Armed work of a kernel (NetworkProxy::arm): it cannot ring, so keep polling.
+    if (now - idleSince <= kYield || armedWorkOutstanding()) {
       if (now - idleSince > kSpin) sched_yield();
       continue;
     }
