@@ -102,6 +102,10 @@ const std::vector<ConfigVar>& table() {
        stringField(&Config::socketIfname)},
       {{"BRAID_IB_HCA", "", "RDMA devices to use: prefixes, ^ excludes, = exact"},
        stringField(&Config::ibHca)},
+      {{"BRAID_GDR", "auto",
+        "GPUDirect RDMA for device buffers over ib: 1 requires it (an error where it cannot "
+        "work), 0 stages through host memory, auto uses it where it works"},
+       intField(&Config::gdr, 0, 1)},
       {{"BRAID_NET_PROBE", "1",
         "1: measure the link between hosts at init for the tuner (read on rank 0), 0: topology"},
        intField(&Config::netProbe, 0, 1)},

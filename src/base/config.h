@@ -46,6 +46,7 @@ struct Config {
   // Network transports and launchers (bootstrap/launcher.cc reads the launch fields).
   int socketNstreams = 2;    ///< TCP streams per peer the socket transport spreads slots over
   int ibGidIndex = -1;       ///< RoCE GID index; -1: the first RoCE v2 IPv4-mapped GID of the port
+  int gdr = -1;              ///< BRAID_GDR: 1 required, 0 off, -1 auto (transport/gdr_policy.h)
   int launchRank = -1;       ///< BRAID_RANK; -1: unset
   int launchWorldSize = 0;   ///< BRAID_WORLD_SIZE; 0: unset
   std::string launchAddr;    ///< BRAID_ADDR: host:port where rank 0 serves the rendezvous

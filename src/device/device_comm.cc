@@ -49,6 +49,18 @@ class PinnedHostMapper : public HostMemoryMapper {
   std::vector<char*> registered_;
 };
 
+/// Why `device` cannot give its memory to an RDMA NIC ("" if it can), for BRAID_GDR.
+std::string gpuGdrWhyNot(int device) {
+  int supported = 0;
+  const cudaError_t rc =
+      cudaDeviceGetAttribute(&supported, cudaDevAttrGPUDirectRDMASupported, device);
+  if (rc != cudaSuccess) {
+    return "cannot ask GPU " + std::to_string(device) + " for GPUDirect RDMA support (" +
+           cudaGetErrorString(rc) + ")";
+  }
+  return supported ? "" : "GPU " + std::to_string(device) + " does not support GPUDirect RDMA";
+}
+
 }  // namespace
 
 struct DeviceComm::StagedArming {
@@ -163,7 +175,8 @@ Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, StagedMedia media) {
     ctx.nranks = nranks_;
     ctx.maxChannels = maxChannels_;
     ASSIGN_OR_RETURN(staged_,
-                     StagedPath::create(ctx, wanted, media, std::make_unique<PinnedHostMapper>()));
+                     StagedPath::create(ctx, wanted, media, std::make_unique<PinnedHostMapper>(),
+                                        gpuGdrWhyNot(device_)));
   }
   std::vector<PeerReach> reach(nranks_);
   for (int p = 0; p < nranks_; ++p) {

@@ -1,11 +1,22 @@
 #include "transport/staged_path.h"
 
+#include "base/config.h"
+#include "base/log.h"
+
 namespace braid {
 
 Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& ctx,
                                                        const std::vector<bool>& wanted,
                                                        StagedMedia media,
                                                        std::unique_ptr<HostMemoryMapper> mapper) {
+  return create(ctx, wanted, media, std::move(mapper), "no GPU");
+}
+
+Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& ctx,
+                                                       const std::vector<bool>& wanted,
+                                                       StagedMedia media,
+                                                       std::unique_ptr<HostMemoryMapper> mapper,
+                                                       const std::string& gpuGdrWhyNot) {
   std::unique_ptr<StagedPath> path(new StagedPath());
   path->mapper_ = std::move(mapper);
   path->media_ = media;
@@ -26,6 +37,23 @@ Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& c
     tcpWanted[p] = media.tcp && wanted[p] && !path->rdma_->canConnect(p);
   }
   ASSIGN_OR_RETURN(path->tcp_, SocketTransport::create(own, tcpWanted));
+
+  GdrInputs gdr;
+  gdr.mode = gdrModeOf(ctx.config->gdr);
+  for (int p = 0; p < ctx.nranks; ++p) {
+    if (path->rdma_->canConnect(p)) gdr.rdmaPeers.push_back(p);
+  }
+  gdr.gpuWhyNot = gpuGdrWhyNot;
+  gdr.nicWhyNot = path->rdma_->dmabufWhyNot();
+  gdr.pathWhyNot = "the staged path does not place FIFOs in device memory yet";
+  Result<GdrDecision> decision = decideGdr(gdr);
+  if (!decision.ok()) {
+    return decision.status().withContext("device path of rank " + std::to_string(ctx.rank));
+  }
+  path->gdr_ = decision->use;
+  if (!decision->info.empty() && ctx.logger != nullptr) {
+    BRAID_LOG(*ctx.logger, kInfo, kNet, "%s", decision->info.c_str());
+  }
   return path;
 }
 

@@ -26,6 +26,7 @@
 #include "fifo/fifo.h"
 #include "kernels/cuda/device_abi.h"
 #include "kernels/executor_protocol.h"
+#include "transport/gdr_policy.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/socket/socket_transport.h"
 #include "transport/transport.h"
@@ -57,6 +58,14 @@ class StagedPath {
                                                     const std::vector<bool>& wanted,
                                                     StagedMedia media,
                                                     std::unique_ptr<HostMemoryMapper> mapper);
+  /// As above; `gpuGdrWhyNot` says why the GPU cannot export its memory to the NIC ("" if it
+  /// can), for BRAID_GDR (gdr_policy.h): its decision is logged once, and BRAID_GDR=1 fails here
+  /// where GPUDirect RDMA cannot work for a peer reached over RDMA.
+  static Result<std::unique_ptr<StagedPath>> create(const TransportContext& ctx,
+                                                    const std::vector<bool>& wanted,
+                                                    StagedMedia media,
+                                                    std::unique_ptr<HostMemoryMapper> mapper,
+                                                    const std::string& gpuGdrWhyNot);
   /// Unmaps the FIFOs, then closes the transports: flushing what was posted unless aborted.
   ~StagedPath();
   StagedPath(const StagedPath&) = delete;
@@ -83,6 +92,8 @@ class StagedPath {
   /// first linked peer that is gone. The device path watches it while it waits for kernels.
   Status health() const;
 
+  /// Whether the FIFOs to RDMA peers lie in device memory (GPUDirect RDMA); never yet.
+  bool gdr() const { return gdr_; }
   /// The proxy that moves `peer`'s FIFOs (for tests: whether it sleeps), or nullptr.
   NetworkProxy* proxyOf(int peer) const;
 
@@ -103,6 +114,7 @@ class StagedPath {
   int rank_ = 0;
   int nranks_ = 1;
   int maxChannels_ = 1;
+  bool gdr_ = false;
   std::map<std::pair<size_t, bool>, char*> mapped_;  ///< (FIFO index, send): device address
 };
 

@@ -2,8 +2,11 @@
 // with host threads standing in for the kernel (kernels/host_lane_runner.h): every collective x
 // algorithm exact at n = 2, 3, 4 through RDMA writes; an armed RDMA proxy polls until the slots
 // have gone and then sleeps; ranks without a usable port stage over TCP instead, pair by pair;
-// and with socket excluded too, the set-up names the peer and both reasons.
+// with socket excluded too, the set-up names the peer and both reasons; and BRAID_GDR=1 fails
+// where GPUDirect RDMA cannot work.
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 #include "base/config.h"
 #include "base/log.h"
@@ -116,6 +119,38 @@ TEST_F(StagedFakeFabric, NoPortAndNoSocketNamesThePeerAndBothReasons) {
     EXPECT_NE(why.find("rank " + std::to_string(1 - r)), std::string::npos) << why;
     EXPECT_NE(why.find("no RDMA: "), std::string::npos) << why;
     EXPECT_NE(why.find("BRAID_TRANSPORT excludes socket"), std::string::npos) << why;
+  }
+}
+
+// BRAID_GDR=1 fails where GPUDirect RDMA cannot work for a peer over RDMA, naming why (the test
+// double has no ibv_reg_dmabuf_mr); with only TCP peers there is nothing to refuse, and auto
+// stages through host memory.
+TEST_F(StagedFakeFabric, GdrRequiredFailsWhereItCannotWork) {
+  setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {FakePort{}}}}));
+  StagedMedia tcpOnly;
+  tcpOnly.rdma = false;
+  for (const auto& [gdr, media, wantOk] :
+       {std::make_tuple(1, StagedMedia{}, false), std::make_tuple(1, tcpOnly, true),
+        std::make_tuple(-1, StagedMedia{}, true), std::make_tuple(0, StagedMedia{}, true)}) {
+    Config config = stagedConfig();
+    config.gdr = gdr;
+    const std::vector<Status> statuses =
+        onBootstrapThreads(2, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
+          Logger logger(LogLevel::kWarn, kAllSubsys, "");
+          StagedRank rank;
+          RETURN_IF_ERROR(setUpStagedRank(r, 2, bootstrap, config, logger, media, rank));
+          if (rank.path->gdr()) return internalError("GPUDirect RDMA chosen without a GPU");
+          return okStatus();
+        });
+    for (int r = 0; r < 2; ++r) {
+      const std::string what = "BRAID_GDR=" + std::to_string(gdr) + " rank " + std::to_string(r);
+      EXPECT_EQ(statuses[r].ok(), wantOk) << what << ": " << statuses[r].message();
+      if (wantOk) continue;
+      for (const char* reason : {"BRAID_GDR=1", "no GPU", "ibv_reg_dmabuf_mr"}) {
+        EXPECT_NE(statuses[r].message().find(reason), std::string::npos)
+            << what << ": " << statuses[r].message();
+      }
+    }
   }
 }
 

@@ -81,7 +81,11 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
   t->setLinkedPeers(linkedPeers);
 
 #if BRAID_HAVE_IBVERBS
-  if (device) t->device_ = device->description();
+  if (device) {
+    t->device_ = device->description();
+    t->dmabufWhyNot_ =
+        device->api().regDmabufMr != nullptr ? "" : "this libibverbs has no ibv_reg_dmabuf_mr";
+  }
   Status setup;
   IbProxy* proxy = nullptr;  // the transport's, once made
   if (linkedPeers > 0) {

@@ -45,12 +45,16 @@ class IbTransport final : public NetworkTransport {
   const std::string& unavailableReason() const { return unavailable_; }
   /// "mlx5_0:1 (RoCE, GID 3)" and the like, for logs.
   const std::string& deviceDescription() const { return device_; }
+  /// Why this rank's RDMA stack cannot register device memory exported as a dma-buf ("" if it
+  /// can), for GPUDirect RDMA (gdr_policy.h).
+  const std::string& dmabufWhyNot() const { return dmabufWhyNot_; }
 
  private:
   explicit IbTransport(const TransportContext& ctx) : NetworkTransport(ctx, "RDMA") {}
 
   std::string unavailable_;
   std::string device_;
+  std::string dmabufWhyNot_ = "no RDMA device";
 };
 
 }  // namespace braid
