@@ -2,11 +2,11 @@
 // rank parity), so that a device call to the other host takes the staged path - FIFOs in pinned
 // host memory that a network proxy moves, over RDMA where the machine has a port, else TCP -
 // while ranks of one host keep the GPU path. Every collective with every algorithm forced in turn
-// at n = 2, 3, 4, NULL-stream and stream calls alternating; then without ib (TCP), and
-// BRAID_TRANSPORT=socket (one host, every peer staged); then a CUDA graph replayed over staged
-// FIFOs (the proxy armed from a host node of the graph); and a device call to another host with
-// ib and socket excluded fails naming the peer. Every test skips where no GPU is
-// present.
+// at n = 2, 3, 4 (hier: inside each host over GPU memory, between them staged), NULL-stream and
+// stream calls alternating; then without ib (TCP), and BRAID_TRANSPORT=socket (one host, every
+// peer staged); then a CUDA graph replayed over staged FIFOs (the proxy armed from a host node of
+// the graph); and a device call to another host with ib and socket excluded fails naming the
+// peer. Every test skips where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -36,6 +36,8 @@ const std::vector<StagedVariant>& stagedVariants() {
       {"rhd", {"BRAID_ALGO=rhd", "BRAID_CHUNK_BYTES=8K"}},
       {"rd", {"BRAID_ALGO=rd", "BRAID_CHUNK_BYTES=8K"}},
       {"direct", {"BRAID_ALGO=direct", "BRAID_CHUNK_BYTES=8K"}},
+      // All-reduce inside each "host" over GPU memory, between them over the staged FIFOs.
+      {"hier", {"BRAID_ALGO=hier", "BRAID_NCHANNELS=2", "BRAID_CHUNK_BYTES=8K"}},
       // Where the machine has an RDMA port, "defaults" stages over ib: this one keeps TCP tested.
       {"no_ib", {"BRAID_TRANSPORT=^ib"}},
       {"socket_only", {"BRAID_TRANSPORT=socket"}, false},
