@@ -35,6 +35,7 @@ const std::vector<Entry>& catalogue() {
        buildDirectPlan,
        {C::kAllReduce, C::kBroadcast, C::kReduce, C::kAllGather, C::kReduceScatter}},
       {Algorithm::kHier, buildHierPlan, {C::kAllReduce}},
+      {Algorithm::kHierRhd, buildHierRhdPlan, {C::kAllReduce}},
   };
   return kEntries;
 }
@@ -142,7 +143,12 @@ std::vector<Algorithm> algorithmsFor(Collective coll) {
 int minSlotsFor(Algorithm algo, Collective coll) {
   const bool cyclic = coll == Collective::kAllReduce || coll == Collective::kAllGather ||
                       coll == Collective::kReduceScatter;
-  return (algo == Algorithm::kRing || algo == Algorithm::kHier) && cyclic ? 2 : 1;
+  const bool ringInside = algo == Algorithm::kRing || algorithmUsesHosts(algo);
+  return ringInside && cyclic ? 2 : 1;
+}
+
+bool algorithmUsesHosts(Algorithm algo) {
+  return algo == Algorithm::kHier || algo == Algorithm::kHierRhd;
 }
 
 std::optional<Algorithm> findAlgorithm(std::string_view name) {

@@ -22,8 +22,11 @@ std::vector<Algorithm> algorithmsFor(Collective coll);
 /// and nobody can move, so those rings need two. Everything else progresses with one.
 int minSlotsFor(Algorithm algo, Collective coll);
 
+/// Whether plans of `algo` group ranks by host (PlanRequest::hosts): the hierarchical ones.
+bool algorithmUsesHosts(Algorithm algo);
+
 /// The algorithm algorithmName() spells `name` ("ring", "tree", "rhd", "rd", "direct",
-/// "pairwise", "hier"), if any.
+/// "pairwise", "hier", "hier_rhd"), if any.
 std::optional<Algorithm> findAlgorithm(std::string_view name);
 
 /// The rank `shift` places after `rank` in the request's ring (request.ring, or rank order).

@@ -195,5 +195,6 @@ Plan buildRhdPlan(const PlanRequest& request);       // rhd.cc
 Plan buildRdPlan(const PlanRequest& request);        // rd.cc
 Plan buildDirectPlan(const PlanRequest& request);    // direct.cc
 Plan buildHierPlan(const PlanRequest& request);      // hier.cc
+Plan buildHierRhdPlan(const PlanRequest& request);   // hier.cc
 
 }  // namespace braid

@@ -18,6 +18,12 @@
 // The phases of a round follow each other in one lane and rounds are pipelined, as in ring.cc.
 // With one host it is a ring reduce-scatter + all-gather; with one rank per host, a ring across
 // hosts. Odd channels run both rings the other way round.
+//
+// hier_rhd is the same with phase 2 done by recursive halving and doubling among the shard's
+// holders (as rhd.cc does among all ranks, folding at host counts that are not powers of two):
+// the ring's 2(h-1) hand-offs between hosts per round become 2 log2(h), which is what decides a
+// round's time once there are hundreds of hosts (docs/scale.md), for the same bytes on the wire:
+//   cost ~ 2(m-1) alpha_intra + 2 log2(h) alpha_inter per round + the same beta and gamma terms
 #include <algorithm>
 #include <map>
 
@@ -67,8 +73,8 @@ struct HostLayout {
 
 class HierRound {
  public:
-  HierRound(const PlanContext& ctx, const HostLayout& layout, Span round, Lane& lane)
-      : ctx_(ctx), layout_(layout), round_(round), lane_(lane) {}
+  HierRound(const PlanContext& ctx, const HostLayout& layout, Span round, bool halving, Lane& lane)
+      : ctx_(ctx), layout_(layout), round_(round), halving_(halving), lane_(lane) {}
 
   void build() {
     const int m = layout_.size();
@@ -79,7 +85,13 @@ class HierRound {
       forEachGroup([&](const std::vector<Span>& spans) { reduceScatter(spans); });
     }
     if (layout_.hosts() > 1) {
-      for (int k = layout_.local; k < layout_.maxMembers; k += m) allReduceAcrossHosts(k);
+      for (int k = layout_.local; k < layout_.maxMembers; k += m) {
+        if (halving_) {
+          halvingDoublingAcrossHosts(k);
+        } else {
+          allReduceAcrossHosts(k);
+        }
+      }
     }
     if (m > 1) forEachGroup([&](const std::vector<Span>& spans) { allGather(spans); });
   }
@@ -157,6 +169,66 @@ class HierRound {
     if (b.len) push(makeRecv(prev, ctx_.out(b.begin), ctx_.bytes(b.len)));
   }
 
+  /// The pieces of `span` in Output, one chunk each (a range of a shard may hold several).
+  std::vector<ExchangePiece> outPieces(Span span) const {
+    std::vector<ExchangePiece> pieces;
+    forEachChunk(span, ctx_.chunkElems(), [&](Span c) {
+      pieces.push_back({ctx_.out(c.begin), {}, ctx_.bytes(c.len), false});
+    });
+    return pieces;
+  }
+
+  /// Recursive halving and doubling of shard k among its holders, one per host, in Output: host
+  /// positions are the members, folded as rhd.cc folds ranks.
+  void halvingDoublingAcrossHosts(int k) {
+    const FoldGroup g(layout_.hosts());
+    const int x = layout_.hostPos;
+    const Span whole = shard(k);
+    if (g.sitsOut(x)) {
+      const int partner = layout_.holder(k, x + 1);
+      for (const ExchangePiece& p : outPieces(whole)) push(makeSend(partner, p.ref, p.bytes));
+      for (const ExchangePiece& p : outPieces(whole)) push(makeRecv(partner, p.ref, p.bytes));
+      return;
+    }
+    if (g.takesOver(x)) {
+      const int partner = layout_.holder(k, x - 1);
+      for (const ExchangePiece& p : outPieces(whole)) {
+        push(makeRecvReduceCopy(partner, p.ref, p.ref, p.bytes));
+      }
+    }
+    const int v = g.virtualOf(x);
+    std::vector<Span> ranges;  // the range before each halving step, for the way back
+    Span range = whole;
+    for (int d = 1; d < g.p(); d <<= 1) {
+      const int partner = layout_.holder(k, g.posOfVirtual(v ^ d));
+      const Span lower{range.begin, range.len / 2};
+      const Span upper{lower.end(), range.len - lower.len};
+      const bool keepLower = (v & d) == 0;
+      const Span keep = keepLower ? lower : upper;
+      std::vector<ExchangePiece> recvs = outPieces(keep);
+      for (ExchangePiece& r : recvs) {
+        r.src2 = r.ref;  // this holder's partial of the same elements
+        r.finalize = 2 * d == g.p();
+      }
+      appendExchange(lane_, partner, outPieces(keepLower ? upper : lower), partner, recvs, true);
+      ranges.push_back(range);
+      range = keep;
+    }
+    for (int d = g.p() / 2; d >= 1; d >>= 1) {
+      const int partner = layout_.holder(k, g.posOfVirtual(v ^ d));
+      const Span before = ranges.back();
+      ranges.pop_back();
+      const Span theirs = range.begin == before.begin ? Span{range.end(), before.len - range.len}
+                                                      : Span{before.begin, before.len - range.len};
+      appendExchange(lane_, partner, outPieces(range), partner, outPieces(theirs), false);
+      range = before;
+    }
+    if (g.takesOver(x)) {
+      const int partner = layout_.holder(k, x - 1);
+      for (const ExchangePiece& p : outPieces(whole)) push(makeSend(partner, p.ref, p.bytes));
+    }
+  }
+
   /// Ring all-gather inside the host: place j's span reaches every place.
   void allGather(const std::vector<Span>& spans) {
     const int m = layout_.size();
@@ -177,21 +249,32 @@ class HierRound {
   const PlanContext& ctx_;
   const HostLayout& layout_;
   Span round_;
+  bool halving_;  ///< phase 2 by halving and doubling (hier_rhd), else by a ring
   Lane& lane_;
 };
 
-void hierLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+void hierLane(const PlanContext& ctx, const ChannelPart& part, bool halving, Lane& lane) {
   const HostLayout layout(ctx.request(), part.channel % 2 == 1);
   const uint64_t roundElems =
       ctx.chunkElems() * uint64_t(layout.maxMembers) * uint64_t(layout.hosts());
   forEachChunk(part.span, roundElems,
-               [&](Span round) { HierRound(ctx, layout, round, lane).build(); });
+               [&](Span round) { HierRound(ctx, layout, round, halving, lane).build(); });
 }
 
 }  // namespace
 
 Plan buildHierPlan(const PlanRequest& request) {
-  return buildLanePerChannel(PlanContext(request), hierLane);
+  return buildLanePerChannel(PlanContext(request),
+                             [](const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+                               hierLane(ctx, part, false, lane);
+                             });
+}
+
+Plan buildHierRhdPlan(const PlanRequest& request) {
+  return buildLanePerChannel(PlanContext(request),
+                             [](const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+                               hierLane(ctx, part, true, lane);
+                             });
 }
 
 }  // namespace braid

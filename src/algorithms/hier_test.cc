@@ -62,31 +62,34 @@ TEST_P(HierShapes, SimulatesCorrectly) {
   const int n = std::accumulate(sizes.begin(), sizes.end(), 0);
   std::mt19937_64 rng(GetParam() * 7919 + 1);
   int sample = 0;
-  for (bool interleaved : {false, true}) {
-    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{273}, uint64_t{1000}}) {
-      for (int nchannels : {1, 2, 3}) {
-        for (bool inPlace : {false, true}) {
-          PlanRequest q;
-          q.coll = Collective::kAllReduce;
-          q.algo = Algorithm::kHier;
-          q.nranks = n;
-          q.count = count;
-          q.elemSize = (sample % 3 == 0) ? 8 : 4;
-          q.chunkBytes = (sample % 2 == 0) ? 16 : 64;
-          q.nchannels = nchannels;
-          q.inPlace = inPlace;
-          q.hosts = hostList(sizes, interleaved);
-          if (sample % 4 == 3) {
-            q.ring.resize(n);
-            std::iota(q.ring.begin(), q.ring.end(), 0);
-            std::shuffle(q.ring.begin(), q.ring.end(), rng);
+  for (Algorithm algo : {Algorithm::kHier, Algorithm::kHierRhd}) {
+    for (bool interleaved : {false, true}) {
+      for (uint64_t count :
+           {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{273}, uint64_t{1000}}) {
+        for (int nchannels : {1, 2, 3}) {
+          for (bool inPlace : {false, true}) {
+            PlanRequest q;
+            q.coll = Collective::kAllReduce;
+            q.algo = algo;
+            q.nranks = n;
+            q.count = count;
+            q.elemSize = (sample % 3 == 0) ? 8 : 4;
+            q.chunkBytes = (sample % 2 == 0) ? 16 : 64;
+            q.nchannels = nchannels;
+            q.inPlace = inPlace;
+            q.hosts = hostList(sizes, interleaved);
+            if (sample % 4 == 3) {
+              q.ring.resize(n);
+              std::iota(q.ring.begin(), q.ring.end(), 0);
+              std::shuffle(q.ring.begin(), q.ring.end(), rng);
+            }
+            SimulationOptions options;
+            options.nslots = minSlotsFor(algo, Collective::kAllReduce);
+            options.seed = rng();
+            const Status s = buildAndSimulate(q, options);
+            EXPECT_TRUE(s.ok()) << describe(q) << ": " << s.message();
+            ++sample;
           }
-          SimulationOptions options;
-          options.nslots = minSlotsFor(Algorithm::kHier, Collective::kAllReduce);
-          options.seed = rng();
-          const Status s = buildAndSimulate(q, options);
-          EXPECT_TRUE(s.ok()) << describe(q) << ": " << s.message();
-          ++sample;
         }
       }
     }
@@ -100,13 +103,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, HierShapes, ::testing::Range<size_t>(0, kShapes
                            return name;
                          });
 
-TEST(Hier, TrafficStaysInsideHostsExceptOneRingPerShard) {
+// Halving and doubling among h hosts (folded to p = 2^k, r = h - p) sends 2(p-1) + 2r = 2(h-1)
+// shards across hosts, as many as the ring.
+TEST(Hier, TrafficStaysInsideHostsExceptOneAllReducePerShard) {
   for (const std::vector<int>& sizes : kShapes) {
-    for (bool interleaved : {false, true}) {
+    for (auto [interleaved, algo] :
+         {std::pair{false, Algorithm::kHier}, std::pair{true, Algorithm::kHier},
+          std::pair{false, Algorithm::kHierRhd}, std::pair{true, Algorithm::kHierRhd}}) {
       const int n = std::accumulate(sizes.begin(), sizes.end(), 0);
       PlanRequest q;
       q.coll = Collective::kAllReduce;
-      q.algo = Algorithm::kHier;
+      q.algo = algo;
       q.nranks = n;
       q.count = 4096;
       q.elemSize = 4;
@@ -155,6 +162,7 @@ TEST(Hier, OneHostIsAPlainRingAndBadHostListsAreRejected) {
   q.hosts = {0, 0, 1, 9};
   EXPECT_FALSE(buildPlan(q).ok());
   EXPECT_EQ(findAlgorithm("hier"), Algorithm::kHier);
+  EXPECT_EQ(findAlgorithm("hier_rhd"), Algorithm::kHierRhd);
   const std::vector<Algorithm> rs = algorithmsFor(Collective::kReduceScatter);
   EXPECT_EQ(std::find(rs.begin(), rs.end(), Algorithm::kHier), rs.end());
 }

@@ -17,7 +17,7 @@ std::string_view collectiveName(Collective coll) {
 
 std::string_view algorithmName(Algorithm algo) {
   static constexpr std::array<std::string_view, kNumAlgorithms> kNames = {
-      "ring", "pairwise", "tree", "rhd", "rd", "direct", "hier"};
+      "ring", "pairwise", "tree", "rhd", "rd", "direct", "hier", "hier_rhd"};
   return kNames[static_cast<int>(algo)];
 }
 

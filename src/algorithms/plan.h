@@ -123,8 +123,9 @@ enum class Algorithm : uint8_t {
   kRd,        ///< recursive doubling: whole-vector exchanges, Bruck for all-gather at other n
   kDirect,    ///< one-shot: every transfer goes straight to the rank that needs it
   kHier,      ///< hierarchical: reduce-scatter in each host, all-reduce across hosts, all-gather
+  kHierRhd,   ///< kHier with halving-doubling across hosts: log2 of the hosts, not their count
 };
-constexpr int kNumAlgorithms = 7;
+constexpr int kNumAlgorithms = 8;
 std::string_view algorithmName(Algorithm algo);
 
 /// Everything that determines a plan. Plans are cached by this key per communicator.

@@ -344,7 +344,7 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
     request.root = args.root;
   }
   request.ring = ring_;
-  if (choice.algo == Algorithm::kHier) request.hosts = hostIndex_;
+  if (algorithmUsesHosts(choice.algo)) request.hosts = hostIndex_;
   ASSIGN_OR_RETURN(recentPlan.plan, plan(request, args.onDevice));
   const kernels::Reducer& last = recentPlan.reducer;
   if (last.type() != args.dtype || last.op() != key.op || last.nranks() != nranks_) {

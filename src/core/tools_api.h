@@ -7,7 +7,8 @@
 // A function that can fail returns what went wrong as one line of text (empty on success) and
 // writes its answer through its last argument. Collectives and algorithms are named as BRAID_ALGO
 // spells them: "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall",
-// "send", "recv"; "ring", "tree", "rhd", "rd", "direct", "pairwise", "hier".
+// "send", "recv"; "ring", "tree", "rhd", "rd", "direct", "pairwise", "hier",
+// "hier_rhd".
 #pragma once
 
 #include <cstddef>

@@ -345,7 +345,7 @@ Result<std::vector<Plan>> CostModel::plansFor(Collective coll, Algorithm algo, u
   request.nchannels = nchannels;
   request.ring = ring_;
   // The hierarchical algorithm groups ranks by host, numbered as the communicator numbers them.
-  if (algo == Algorithm::kHier && machine_.cores.size() > 1) request.hosts = machine_.hostOf;
+  if (algorithmUsesHosts(algo) && machine_.cores.size() > 1) request.hosts = machine_.hostOf;
   std::vector<Plan> plans;
   plans.reserve(n);
   for (int r = 0; r < n; ++r) {

@@ -18,8 +18,10 @@ constexpr uint32_t kMaxSendAheadSteps = 16;
 enum class Part : uint8_t { kWhole, kSendHalf, kRecvHalf };
 
 struct Fifo {
-  int sender = 0;
-  int receiver = 0;
+  int sender = 0;    ///< the rank whose plan posts to it (its period's representative)
+  int receiver = 0;  ///< the rank whose plan takes from it (its period's representative)
+  int linkFrom = 0;  ///< the real ranks it joins, for the links between them
+  int linkTo = 0;
   size_t posted = 0;
   size_t released = 0;
   size_t maxMessages = 0;          ///< items in flight at most
@@ -198,7 +200,8 @@ double bytesCost(const Step& s, const StepShape& shape, Part part, const ByteCos
 
 class Simulation {
  public:
-  Simulation(const std::vector<Plan>& plans, const SimMachine& m) : plans_(plans), m_(m) {}
+  Simulation(const std::vector<Plan>& plans, const SimMachine& m, bool periodic)
+      : plans_(plans), m_(m), periodic_(periodic) {}
 
   Result<double> run() {
     RETURN_IF_ERROR(setUp());
@@ -228,14 +231,17 @@ class Simulation {
   }
 
  private:
-  int n() const { return m_.nranks; }
+  /// The ranks whose plans run: all of them, or one period.
+  int n() const { return static_cast<int>(plans_.size()); }
+  int world() const { return m_.nranks; }
 
   Status setUp() {
-    if (static_cast<int>(plans_.size()) != n()) {
+    const bool fits = periodic_ ? !plans_.empty() && world() % n() == 0 : n() == world();
+    if (!fits) {
       return internalError("simulatePlans: " + std::to_string(plans_.size()) + " plans for " +
-                           std::to_string(n()) + " ranks");
+                           std::to_string(world()) + " ranks");
     }
-    if (m_.hostOf.size() != plans_.size()) {
+    if (m_.hostOf.size() != size_t(world())) {
       return internalError("simulatePlans: machine without a host for every rank");
     }
     std::vector<int> ranksOn(m_.hopUs.size(), 0);
@@ -254,7 +260,7 @@ class Simulation {
     }
     // A crowded host's ranks keep their cores: the one they are bound to, else (the scheduler
     // rarely moves a task that keeps running) its k-th rank runs on core k mod cores.
-    if (!m_.coreOf.empty() && m_.coreOf.size() != plans_.size()) {
+    if (!m_.coreOf.empty() && m_.coreOf.size() != size_t(world())) {
       return internalError("simulatePlans: machine without a core entry for every rank");
     }
     coreOf_.assign(plans_.size(), -1);
@@ -355,25 +361,32 @@ class Simulation {
     int same = 0;
     for (int i = 0; i < step.nrecv && i < kMaxStepPeers; ++i) {
       const int peer = step.recvPeers[i];
-      if (peer < 0 || peer >= n()) continue;  // fifoOf reports it
+      if (peer < 0 || peer >= world()) continue;  // fifoOf reports it
       same += m_.hostOf[size_t(peer)] == m_.hostOf[size_t(r)] &&
-              coreOf_[size_t(peer)] == coreOf_[size_t(r)];
+              coreOf_[size_t(peer % n())] == coreOf_[size_t(r)];
     }
     return same;
   }
 
   Result<int32_t> fifoOf(int from, int to, int channel) {
-    if (from < 0 || from >= n() || to < 0 || to >= n() || from == to) {
-      return internalError("simulatePlans: step names peer " +
-                           std::to_string(from == to ? to : (from < 0 || from >= n() ? from : to)));
+    if (from < 0 || from >= world() || to < 0 || to >= world() || from == to) {
+      return internalError(
+          "simulatePlans: step names peer " +
+          std::to_string(from == to ? to : (from < 0 || from >= world() ? from : to)));
     }
+    // One period: the connector from a rank outside it is its image moved back into it.
+    const int shift = from - from % n();
+    from -= shift;
+    to = (to - shift + world()) % world();
     const uint64_t key =
-        (uint64_t(from) * uint64_t(n()) + uint64_t(to)) * 4096u + uint64_t(channel);
+        (uint64_t(from) * uint64_t(world()) + uint64_t(to)) * 4096u + uint64_t(channel);
     auto [it, fresh] = fifoIndex_.try_emplace(key, static_cast<int32_t>(fifos_.size()));
     if (fresh) {
       Fifo f;
       f.sender = from;
-      f.receiver = to;
+      f.receiver = to % n();
+      f.linkFrom = from;
+      f.linkTo = to;
       const bool withinHost =
           m_.shmBudgetBytes != 0 && m_.hostOf[size_t(from)] == m_.hostOf[size_t(to)];
       f.maxMessages = static_cast<size_t>(withinHost ? kHostFifoMessages : std::max(1, m_.nslots));
@@ -384,9 +397,15 @@ class Simulation {
     return it->second;
   }
 
-  const PairLink* link(int from, int to) const {
-    if (m_.links.empty()) return nullptr;
-    return &m_.links[size_t(from) * n() + to];
+  /// The link from one rank to another; false where the machine has none (all local).
+  bool link(int from, int to, PairLink& out) const {
+    if (!m_.links.empty()) {
+      out = m_.links[size_t(from) * size_t(world()) + size_t(to)];
+      return true;
+    }
+    if (!m_.linkOf) return false;
+    out = m_.linkOf(from, to);
+    return true;
   }
 
   // A dependent step of no bytes moves nothing (the executor completes it at once).
@@ -558,13 +577,13 @@ class Simulation {
     for (int i = 0; sends && i < kMaxStepPeers && f.send[i] >= 0; ++i) {
       Fifo& q = fifos_[f.send[i]];
       double arrive = end + hop;
-      if (const PairLink* pl = link(r, q.receiver)) {
-        if (pl->wire >= 0) {
-          double& wire = wireFree_[static_cast<size_t>(pl->wire)];
-          wire = std::max(wire, end) + sentBytes * pl->wireUsPerByte;
+      if (PairLink pl; link(q.linkFrom, q.linkTo, pl)) {
+        if (pl.wire >= 0 && size_t(pl.wire) < wireFree_.size()) {
+          double& wire = wireFree_[static_cast<size_t>(pl.wire)];
+          wire = std::max(wire, end) + sentBytes * pl.wireUsPerByte;
           arrive = wire + hop;
         }
-        arrive += pl->latencyUs;
+        arrive += pl.latencyUs;
       }
       q.arrival.push_back(arrive);
       q.ringUsed.push_back(q.ringUsed.back() + ringPayloadBytes(sentBytes));
@@ -574,8 +593,8 @@ class Simulation {
     }
     for (int i = 0; recvs && i < kMaxStepPeers && f.recv[i] >= 0; ++i) {
       Fifo& q = fifos_[f.recv[i]];
-      const PairLink* pl = link(r, q.sender);
-      q.freed.push_back(end + hop + (pl ? pl->latencyUs : 0));
+      PairLink pl;
+      q.freed.push_back(end + hop + (link(q.linkTo, q.linkFrom, pl) ? pl.latencyUs : 0));
       ++q.released;
       touchLane(q.sender, sendLaneOf_[size_t(f.recv[i])]);
       touchLane(r, recvLaneOf_[size_t(f.recv[i])]);
@@ -652,6 +671,7 @@ class Simulation {
 
   const std::vector<Plan>& plans_;
   const SimMachine& m_;
+  bool periodic_ = false;  ///< plans_ is one period of the machine's ranks
   static constexpr int32_t kNoLane = -1;
   static constexpr int32_t kSharedFifo = -2;
 
@@ -676,7 +696,11 @@ class Simulation {
 }  // namespace
 
 Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine) {
-  return Simulation(plans, machine).run();
+  return Simulation(plans, machine, false).run();
+}
+
+Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine) {
+  return Simulation(plans, machine, true).run();
 }
 
 uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine) {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -73,13 +74,26 @@ struct SimMachine {
   /// rank's step.
   double switchFactor = 1;
   ByteCosts bytes;
-  std::vector<PairLink> links;  ///< nranks x nranks, [from * nranks + to]; empty: all local
-  int wires = 0;                ///< number of serial link resources
+  std::vector<PairLink> links;  ///< nranks x nranks, [from * nranks + to]; empty: linkOf
+  /// Where `links` is empty: the link from one rank to another, computed (a cluster of thousands
+  /// of ranks has no room for n^2 entries); empty too: all local.
+  std::function<PairLink(int from, int to)> linkOf;
+  int wires = 0;  ///< number of serial link resources
 };
 
 /// Microseconds from the moment all ranks start until the last one finishes. plans[r] is rank r's
 /// plan of the same call. Fails when the plans cannot finish (a deadlock: a bug in the plans).
 Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine);
+
+/// simulatePlans for a machine whose ranks repeat with period P = plans.size() (P divides
+/// machine.nranks): rank r + kP runs rank r's plan with every peer moved by kP (mod nranks) and
+/// the same bytes, and its host, links and wires are rank r's moved the same way. Then every
+/// rank r + kP does at the same moment what rank r does, so following ranks 0..P-1 alone - a
+/// slot rank r takes from rank q is the one rank q mod P sent to r - (q - q mod P) - gives the
+/// whole machine's time with P plans in memory instead of nranks. A ring over hosts of P ranks
+/// at 16k ranks is priced from 8 plans this way. machine.hostOf covers every rank; the caller
+/// vouches for the symmetry (cluster_model.h checks it on samples).
+Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine);
 
 /// Messages in flight per connector within a host when SimMachine::shmBudgetBytes is set (the
 /// shared-memory FIFO's lines).

@@ -189,7 +189,8 @@ TEST_P(AbortRightAfterACall, LetsThePeersFinishItAndFailsTheirNextCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAllReduce, AbortRightAfterACall,
-                         ::testing::Values("ring", "tree", "rhd", "rd", "direct", "hier"));
+                         ::testing::Values("ring", "tree", "rhd", "rd", "direct", "hier",
+                                           "hier_rhd"));
 
 }  // namespace
 }  // namespace braid::testing

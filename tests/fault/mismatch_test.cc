@@ -42,7 +42,7 @@ constexpr double kSlack = 3;
 constexpr const char* kRingPlans =
     "BRAID_ALGO=allreduce:ring;broadcast:ring;reduce:ring;allgather:ring;reducescatter:ring";
 // What BRAID_ALGO forces in turn; collectives an algorithm does not serve keep their default.
-const char* const kAlgorithms[] = {"ring", "tree", "rhd", "rd", "direct", "hier"};
+const char* const kAlgorithms[] = {"ring", "tree", "rhd", "rd", "direct", "hier", "hier_rhd"};
 
 struct Mismatch {
   std::string name;

@@ -118,15 +118,18 @@ TEST(NetConformance, EveryCollectiveAcrossUnevenHosts) {
   EXPECT_EQ(failures(outcomes), "") << cases.size() << " cases";
 }
 
+// Both hierarchical all-reduces: across the three hosts "hier" runs rings, "hier_rhd" halving and
+// doubling with one host folded in.
 TEST(NetConformance, HierarchicalAllReduceAcrossUnevenHosts) {
   REQUIRE_HOSTS(v);
   const std::vector<CollCase> cases =
       onlyAllReduce(conformanceCases(5, {0, 1, 7, 273}, {65537, (1u << 20) + 3}));
-  auto outcomes = runOnHosts(
-      *v, kUneven,
-      {"BRAID_TIMEOUT=60", "BRAID_ALGO=hier", "BRAID_NCHANNELS=2", "BRAID_CHUNK_BYTES=16K"},
-      [&](int rank, int n, braidComm_t comm) { return runCases(comm, rank, n, cases); });
-  EXPECT_EQ(failures(outcomes), "") << cases.size() << " cases";
+  for (const char* algo : {"BRAID_ALGO=hier", "BRAID_ALGO=hier_rhd"}) {
+    auto outcomes = runOnHosts(
+        *v, kUneven, {"BRAID_TIMEOUT=60", algo, "BRAID_NCHANNELS=2", "BRAID_CHUNK_BYTES=16K"},
+        [&](int rank, int n, braidComm_t comm) { return runCases(comm, rank, n, cases); });
+    EXPECT_EQ(failures(outcomes), "") << cases.size() << " cases, " << algo;
+  }
 }
 
 TEST(NetConformance, ManyStreamsShallowFifosAcrossTwoHosts) {
