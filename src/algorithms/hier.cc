@@ -74,7 +74,14 @@ struct HostLayout {
 class HierRound {
  public:
   HierRound(const PlanContext& ctx, const HostLayout& layout, Span round, bool halving, Lane& lane)
-      : ctx_(ctx), layout_(layout), round_(round), halving_(halving), lane_(lane) {}
+      : ctx_(ctx), layout_(layout), round_(round), halving_(halving), lane_(lane) {
+    // A ring across hosts needs a piece per host; halving-doubling splits shards itself, so
+    // its shards are cut only into chunks (h pieces of one element each at thousands of ranks
+    // would cost a step apiece inside the host).
+    const uint64_t largest = shard(0).len;
+    pieces_ = halving_ ? std::max<uint64_t>(1, (largest + ctx.chunkElems() - 1) / ctx.chunkElems())
+                       : uint64_t(layout_.hosts());
+  }
 
   void build() {
     const int m = layout_.size();
@@ -98,7 +105,7 @@ class HierRound {
 
  private:
   Span shard(int k) const { return evenPart(round_, layout_.maxMembers, k); }
-  Span piece(int k, int b) const { return evenPart(shard(k), layout_.hosts(), b); }
+  Span piece(int k, uint64_t b) const { return evenPart(shard(k), pieces_, b); }
 
   /// Calls f with the spans that end at each place of this host: for piece b of group g, place j
   /// gets piece b of shard g*m + j (empty past the last shard).
@@ -107,7 +114,7 @@ class HierRound {
     const int m = layout_.size();
     const int groups = (layout_.maxMembers + m - 1) / m;
     std::vector<Span> spans(m);
-    for (int b = 0; b < layout_.hosts(); ++b) {
+    for (uint64_t b = 0; b < pieces_; ++b) {
       for (int g = 0; g < groups; ++g) {
         for (int j = 0; j < m; ++j) {
           const int k = g * m + j;
@@ -251,12 +258,16 @@ class HierRound {
   Span round_;
   bool halving_;  ///< phase 2 by halving and doubling (hier_rhd), else by a ring
   Lane& lane_;
+  uint64_t pieces_ = 1;  ///< pieces of a shard, each at most a chunk
 };
 
 void hierLane(const PlanContext& ctx, const ChannelPart& part, bool halving, Lane& lane) {
   const HostLayout layout(ctx.request(), part.channel % 2 == 1);
+  // hier_rhd runs a channel's part in one round: its steps across hosts wait on a partner in
+  // turn, so rounds in a row would each pay 2 log2(h) network latencies.
   const uint64_t roundElems =
-      ctx.chunkElems() * uint64_t(layout.maxMembers) * uint64_t(layout.hosts());
+      halving ? std::max<uint64_t>(1, part.span.len)
+              : ctx.chunkElems() * uint64_t(layout.maxMembers) * uint64_t(layout.hosts());
   forEachChunk(part.span, roundElems,
                [&](Span round) { HierRound(ctx, layout, round, halving, lane).build(); });
 }
