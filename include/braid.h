@@ -193,6 +193,35 @@ BRAID_API braidResult_t braidMemAlloc(void** ptr, size_t size);
 /** Frees memory from braidMemAlloc (NULL: nothing). Not while a call that uses it is in flight. */
 BRAID_API braidResult_t braidMemFree(void* ptr);
 
+/* ---------------------------------------------------------------------------------------------
+ * Rooted and irregular exchanges, and a barrier. Each runs as one group of sends and receives
+ * (braidGroupStart/End inside the call): inside a caller's open group it joins that group.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Gathers every rank's sendcount elements into root's recvbuff, block p from rank p
+ *  (nranks * sendcount elements; read on root only, may be NULL elsewhere). In place on root
+ *  where sendbuff == recvbuff + root * sendcount * size. */
+BRAID_API braidResult_t braidGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    braidDataType_t datatype, int root, braidComm_t comm,
+                                    braidStream_t stream);
+/** Scatters root's sendbuff, block p to rank p (nranks * recvcount elements; read on root only,
+ *  may be NULL elsewhere), into every rank's recvbuff of recvcount elements. In place on root
+ *  where recvbuff == sendbuff + root * recvcount * size. */
+BRAID_API braidResult_t braidScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     braidDataType_t datatype, int root, braidComm_t comm,
+                                     braidStream_t stream);
+/** All-to-all with a count per peer: sendcounts[p] elements at sendbuff + sdispls[p] elements go
+ *  to rank p, and recvcounts[p] elements from rank p land at recvbuff + rdispls[p] elements.
+ *  Each array has nranks entries; rank p's sendcounts[q] must equal rank q's recvcounts[p].
+ *  Send and receive buffers must not overlap. */
+BRAID_API braidResult_t braidAllToAllv(const void* sendbuff, const size_t* sendcounts,
+                                       const size_t* sdispls, void* recvbuff,
+                                       const size_t* recvcounts, const size_t* rdispls,
+                                       braidDataType_t datatype, braidComm_t comm,
+                                       braidStream_t stream);
+/** Returns once every rank of comm has called it (host execution; not inside a group). */
+BRAID_API braidResult_t braidBarrier(braidComm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

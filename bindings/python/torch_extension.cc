@@ -3,6 +3,7 @@
 // pickles it, and braid.torch reads it there without this module).
 #include <ATen/ATen.h>
 #include <pybind11/pybind11.h>
+
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 namespace {

@@ -149,79 +149,6 @@ ncclResult_t reduceCall(Kind kind, const void* sendbuff, void* recvbuff, size_t 
   return r;
 }
 
-enum class Direction { kGather, kScatter };
-
-/// Gather and Scatter as grouped sends and receives (a rank's own block included).
-ncclResult_t rootedExchange(Direction dir, const void* sendbuff, void* recvbuff, size_t count,
-                            ncclDataType_t datatype, int root, ncclComm_t handle,
-                            cudaStream_t stream) {
-  const char* caller = dir == Direction::kGather ? "ncclGather" : "ncclScatter";
-  ncclResult_t r = ncclSuccess;
-  std::shared_ptr<ncclComm> comm = usableComm(handle, caller, &r);
-  if (!comm) return r;
-  int rank = 0;
-  int nranks = 0;
-  r = fromBraid(braidCommUserRank(comm->braid, &rank), comm.get());
-  if (r == ncclSuccess) r = fromBraid(braidCommCount(comm->braid, &nranks), comm.get());
-  if (r != ncclSuccess) return r;
-  const size_t elemSize = dataTypeSize(datatype);
-  if (elemSize == 0) {
-    return fail(ncclInvalidArgument,
-                std::string(caller) + ": datatype " + std::to_string(datatype) +
-                    " is not an ncclDataType_t",
-                comm.get());
-  }
-  if (root < 0 || root >= nranks) {
-    return fail(ncclInvalidArgument,
-                std::string(caller) + ": root " + std::to_string(root) + " is outside [0, " +
-                    std::to_string(nranks) + ")",
-                comm.get());
-  }
-  if (count == 0) return ncclSuccess;
-  if (count > SIZE_MAX / elemSize / static_cast<size_t>(nranks)) {
-    return fail(ncclInvalidArgument, std::string(caller) + ": count overflows", comm.get());
-  }
-  const size_t blockBytes = count * elemSize;
-  const bool isRoot = rank == root;
-  const bool needSend = dir == Direction::kGather || isRoot;
-  const bool needRecv = dir == Direction::kScatter || isRoot;
-  if ((needSend && sendbuff == nullptr) || (needRecv && recvbuff == nullptr)) {
-    return fail(ncclInvalidArgument,
-                std::string(caller) +
-                    (needSend && sendbuff == nullptr ? ": sendbuff" : ": recvbuff") + " is NULL",
-                comm.get());
-  }
-  const auto dtype = static_cast<braidDataType_t>(datatype);
-  const auto* send = static_cast<const unsigned char*>(sendbuff);
-  auto* recv = static_cast<unsigned char*>(recvbuff);
-  // The root's own block moves only when it is not already in place.
-  const bool selfInPlace = dir == Direction::kGather ? send == recv + size_t(rank) * blockBytes
-                                                     : recv == send + size_t(rank) * blockBytes;
-  braidGroupStart();
-  braidResult_t br = braidSuccess;
-  if (dir == Direction::kGather) {
-    if (!(isRoot && selfInPlace)) br = braidSend(send, count, dtype, root, comm->braid, stream);
-    for (int p = 0; isRoot && p < nranks && br == braidSuccess; ++p) {
-      if (p == rank && selfInPlace) continue;
-      br = braidRecv(recv + size_t(p) * blockBytes, count, dtype, p, comm->braid, stream);
-    }
-  } else {
-    for (int p = 0; isRoot && p < nranks && br == braidSuccess; ++p) {
-      if (p == rank && selfInPlace) continue;
-      br = braidSend(send + size_t(p) * blockBytes, count, dtype, p, comm->braid, stream);
-    }
-    if (br == braidSuccess && !(isRoot && selfInPlace)) {
-      br = braidRecv(recv, count, dtype, root, comm->braid, stream);
-    }
-  }
-  if (br != braidSuccess) {
-    r = fromBraid(br, comm.get());
-    braidGroupEnd();  // closes the group; the rejected call was not queued
-    return r;
-  }
-  return fromBraid(braidGroupEnd(), comm.get());
-}
-
 }  // namespace
 }  // namespace braid::ncclshim
 
@@ -346,14 +273,22 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         int root, ncclComm_t comm, cudaStream_t stream) {
-  return rootedExchange(Direction::kGather, sendbuff, recvbuff, count, datatype, root, comm,
-                        stream);
+  ncclResult_t r = ncclSuccess;
+  std::shared_ptr<ncclComm> c = usableComm(comm, "ncclGather", &r);
+  if (!c) return r;
+  return fromBraid(braidGather(sendbuff, recvbuff, count, static_cast<braidDataType_t>(datatype),
+                               root, c->braid, stream),
+                   c.get());
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return rootedExchange(Direction::kScatter, sendbuff, recvbuff, count, datatype, root, comm,
-                        stream);
+  ncclResult_t r = ncclSuccess;
+  std::shared_ptr<ncclComm> c = usableComm(comm, "ncclScatter", &r);
+  if (!c) return r;
+  return fromBraid(braidScatter(sendbuff, recvbuff, count, static_cast<braidDataType_t>(datatype),
+                                root, c->braid, stream),
+                   c.get());
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

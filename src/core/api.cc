@@ -16,6 +16,7 @@
 #include "bootstrap/launcher.h"
 #include "braid.h"
 #include "braid_build_config.h"
+#include "core/api_errors.h"
 #include "core/comm_handle.h"
 #include "core/communicator.h"
 #include "core/group.h"
@@ -112,9 +113,9 @@ class CommGuard {
   braidComm* comm_ = nullptr;
 };
 
-/// Records the outcome of a call as the last error of the thread (and of comm) and returns its
-/// code.
-braidResult_t finish(const Status& status, braidComm* comm = nullptr) {
+}  // namespace
+
+braidResult_t finish(const Status& status, braidComm* comm) {
   if (!status.ok()) {
     tLastError = status.message();
     if (comm != nullptr) {
@@ -124,6 +125,8 @@ braidResult_t finish(const Status& status, braidComm* comm = nullptr) {
   }
   return status.code();
 }
+
+namespace {
 
 /// Runs `body` with exceptions (allocation failure) turned into errors.
 template <typename F>

@@ -104,6 +104,7 @@ def _declare(lib):
     comm = ctypes.c_void_p
     stream = ctypes.c_void_p
     size = ctypes.c_size_t
+    size_p = ctypes.POINTER(ctypes.c_size_t)
     ptr = ctypes.c_void_p
     res = ctypes.c_int
     protos = {
@@ -133,6 +134,11 @@ def _declare(lib):
         "braidAllToAll": (res, [ptr, ptr, size, ctypes.c_int, comm, stream]),
         "braidSend": (res, [ptr, size, ctypes.c_int, ctypes.c_int, comm, stream]),
         "braidRecv": (res, [ptr, size, ctypes.c_int, ctypes.c_int, comm, stream]),
+        "braidGather": (res, [ptr, ptr, size, ctypes.c_int, ctypes.c_int, comm, stream]),
+        "braidScatter": (res, [ptr, ptr, size, ctypes.c_int, ctypes.c_int, comm, stream]),
+        "braidAllToAllv": (res, [ptr, size_p, size_p, ptr, size_p, size_p, ctypes.c_int, comm,
+                                 stream]),
+        "braidBarrier": (res, [comm]),
         "braidGroupStart": (res, []),
         "braidGroupEnd": (res, []),
         "braidDataTypeSize": (size, [ctypes.c_int]),

@@ -336,6 +336,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         tensor = self._single(input_tensors, "gather")
         root = self._root(opts.rootRank if opts is not None else 0, "gather")
         x = T.flat(tensor, "gather").contiguous()
+        joined = None
         if self._rank == root:
             outputs = self._single(output_tensors, "gather")
             if len(outputs) != self._nranks:
@@ -343,20 +344,17 @@ class ProcessGroupBraid(dist.ProcessGroup):
                                  f"on the root, got {len(outputs)}")
             for t in outputs:
                 self._same_shape("gather", tensor, t)
-            bufs = [T.flat(t, "gather").contiguous() for t in outputs]
-
-            def body():
-                for peer, buf in enumerate(bufs):
-                    if peer != root:
-                        self._p2p(self._lib.braidRecv, buf, peer, "gather")
-            self._grouped(body)
-            bufs[root].copy_(x)
-            for t, buf in zip(outputs, bufs):
-                T.flat(t, "gather").copy_(buf)
-        else:
-            if output_tensors and any(len(o) for o in output_tensors):
-                raise ValueError("braid backend: gather takes output tensors on the root only")
-            self._grouped(lambda: self._p2p(self._lib.braidSend, x, root, "gather"))
+            joined = torch.empty((self._nranks,) + tuple(x.shape), dtype=x.dtype,
+                                 device=x.device)
+        elif output_tensors and any(len(o) for o in output_tensors):
+            raise ValueError("braid backend: gather takes output tensors on the root only")
+        self._check(self._lib.braidGather(x.data_ptr(),
+                                          joined.data_ptr() if joined is not None else None,
+                                          x.numel(), T.datatype(x, "gather"), root,
+                                          self._handle, T.stream_of(x)), "braidGather")
+        if joined is not None:
+            for t, part in zip(outputs, joined):
+                T.flat(t, "gather").copy_(part)
         return self._work(output_tensors, tensor.device)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
@@ -364,6 +362,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         root = self._root(opts.rootRank if opts is not None else 0, "scatter")
         out = T.flat(tensor, "scatter")
         buf = out if out.is_contiguous() else out.contiguous()
+        joined = None
         if self._rank == root:
             inputs = self._single(input_tensors, "scatter")
             if len(inputs) != self._nranks:
@@ -371,18 +370,13 @@ class ProcessGroupBraid(dist.ProcessGroup):
                                  f"on the root, got {len(inputs)}")
             for t in inputs:
                 self._same_shape("scatter", tensor, t)
-            srcs = [T.flat(t, "scatter").contiguous() for t in inputs]
-
-            def body():
-                for peer, src in enumerate(srcs):
-                    if peer != root:
-                        self._p2p(self._lib.braidSend, src, peer, "scatter")
-            self._grouped(body)
-            buf.copy_(srcs[root])
-        else:
-            if input_tensors and any(len(i) for i in input_tensors):
-                raise ValueError("braid backend: scatter takes input tensors on the root only")
-            self._grouped(lambda: self._p2p(self._lib.braidRecv, buf, root, "scatter"))
+            joined = torch.cat([T.flat(t, "scatter").reshape(-1) for t in inputs])
+        elif input_tensors and any(len(i) for i in input_tensors):
+            raise ValueError("braid backend: scatter takes input tensors on the root only")
+        self._check(self._lib.braidScatter(joined.data_ptr() if joined is not None else None,
+                                           buf.data_ptr(), buf.numel(),
+                                           T.datatype(buf, "scatter"), root, self._handle,
+                                           T.stream_of(buf)), "braidScatter")
         if buf is not out:
             out.copy_(buf)
         return self._work([tensor], tensor.device)
@@ -412,24 +406,29 @@ class ProcessGroupBraid(dist.ProcessGroup):
         x = T.flat(input, call).contiguous()
         out = T.flat(output, call)
         buf = out if out.is_contiguous() else out.contiguous()
+        dt = T.datatype(x, call)
         if not output_split_sizes and not input_split_sizes:
             if x.numel() != buf.numel() or x.numel() % n:
                 raise ValueError(f"braid backend: {call}: input and output need the same "
                                  f"number of elements, a multiple of {n} (got {x.numel()} and "
                                  f"{buf.numel()})")
             self._check(self._lib.braidAllToAll(x.data_ptr(), buf.data_ptr(), x.numel() // n,
-                                                T.datatype(x, call), self._handle,
-                                                T.stream_of(x)), "braidAllToAll")
+                                                dt, self._handle, T.stream_of(x)),
+                        "braidAllToAll")
         else:
-            sends = self._split(x, input_split_sizes, "input", call)
-            recvs = self._split(buf, output_split_sizes, "output", call)
-            self._exchange(sends, recvs, call)
+            send_counts, send_displs = self._split_counts(x, input_split_sizes, "input", call)
+            recv_counts, recv_displs = self._split_counts(buf, output_split_sizes, "output", call)
+            self._check(self._lib.braidAllToAllv(x.data_ptr(), send_counts, send_displs,
+                                                 buf.data_ptr(), recv_counts, recv_displs, dt,
+                                                 self._handle, T.stream_of(x)),
+                        "braidAllToAllv")
         if buf is not out:
             out.copy_(buf)
         return self._work(output, output.device)
 
-    def _split(self, t, sizes, what, call):
-        """t's dimension-0 blocks of the given sizes (equal ones when sizes is empty), flat."""
+    def _split_counts(self, t, sizes, what, call):
+        """Element counts and offsets (size_t arrays) of t's dimension-0 blocks of the given
+        sizes (equal ones when sizes is empty)."""
         n = self._nranks
         rows = t.shape[0] if t.dim() else 1
         if not sizes:
@@ -441,12 +440,11 @@ class ProcessGroupBraid(dist.ProcessGroup):
             raise ValueError(f"braid backend: {call}: {what} split sizes {list(sizes)} do not "
                              f"divide {rows} rows among {n} ranks")
         per_row = t.numel() // rows if rows else 0
-        flat = t.reshape(-1)
-        blocks, offset = [], 0
-        for s in sizes:
-            blocks.append(flat[offset:offset + s * per_row])
-            offset += s * per_row
-        return blocks
+        counts = (ctypes.c_size_t * n)(*[s * per_row for s in sizes])
+        displs = (ctypes.c_size_t * n)()
+        for p in range(1, n):
+            displs[p] = displs[p - 1] + counts[p - 1]
+        return counts, displs
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         call = "all_to_all"
@@ -466,8 +464,5 @@ class ProcessGroupBraid(dist.ProcessGroup):
         return self._work(output_tensors, output_tensors[0].device)
 
     def barrier(self, opts=None):
-        token = torch.zeros(1, dtype=torch.uint8)
-        self._check(self._lib.braidAllReduce(token.data_ptr(), token.data_ptr(), 1,
-                                             L.DataType.UINT8, L.ReduceOp.MAX, self._handle,
-                                             None), "braidAllReduce (barrier)")
-        return self._work([token], token.device)
+        self._check(self._lib.braidBarrier(self._handle), "braidBarrier")
+        return self._work([], torch.device("cpu"))
