@@ -80,8 +80,9 @@ def test_a_dead_rank_fails_the_survivors():
                                  allow_failures=True)
     assert sorted(values) == [0, 1] and list(failures) == [2]
     for text in values.values():
-        assert "BraidError" in text and ("REMOTE_ERROR" in text or "TIMEOUT" in text), text
-    assert time.monotonic() - start < 30
+        # Found dead (exited, or a zombie not reaped yet), not by the 20 s timeout.
+        assert "BraidError" in text and "REMOTE_ERROR" in text and "exited" in text, text
+    assert time.monotonic() - start < 15
 
 
 def test_errors_are_runtime_errors():
