@@ -8,10 +8,14 @@ gradients, at each rank count.
 
 Each (backend, rank count) runs in fresh local processes that meet through a FileStore. An
 all_reduce size is timed over as many calls as fill --seconds (at least 5, after 2 warm-up
-calls); a rank's time per call is its elapsed time / calls, and the table takes the slowest rank.
-busbw is nccl-tests' (algbw x 2(n-1)/n). The backends take turns size by size in each round, and
-each keeps its fastest of --rounds rounds, so that a slow spell of a shared host hits both alike.
-Every result is checked (all-reduce of rank + 1). Rank processes run one torch thread each.
+calls); a rank's time per call is the median of its calls (--stat median, the default: a stall
+of a shared host then shows in neither backend) or its elapsed time / calls (--stat mean), and
+the table takes the slowest rank. busbw is nccl-tests' (algbw x 2(n-1)/n). The backends take
+turns, one run each per round, and each keeps its fastest of --rounds rounds, so that a slow
+spell of a shared host hits both alike.
+Every result is checked (all-reduce of rank + 1). Rank processes run one torch thread each and
+are bound one to a CPU (--bind core, the default, as braid-perf and mpirun --bind-to core do),
+both backends alike.
 """
 
 import argparse
@@ -54,10 +58,14 @@ def _timed_all_reduce(torch, dist, nbytes, seconds, rank, n):
     dist.broadcast(calls, src=0)
     calls = int(calls.item())
     dist.barrier()
+    times = []
     start = time.perf_counter()
     for _ in range(calls):
+        begin = time.perf_counter()
         dist.all_reduce(t)
-    return (time.perf_counter() - start) / calls
+        times.append(time.perf_counter() - begin)
+    mean = (time.perf_counter() - start) / calls
+    return {"mean": mean, "median": sorted(times)[len(times) // 2]}
 
 
 def _ddp_step_time(torch, dist, steps):
@@ -83,8 +91,17 @@ def _ddp_step_time(torch, dist, steps):
     return min(times), sorted(times)[len(times) // 2], grad_bytes
 
 
-def _rank_main(backend, rank, n, store, sizes, seconds, ddp_steps, results):
+def _bind(rank):
+    """Binds this rank process to the rank-th CPU it may use (modulo their number), as
+    braid-perf's --bind core and mpirun --bind-to core do."""
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+
+
+def _rank_main(backend, rank, n, store, sizes, seconds, ddp_steps, bind, results):
     try:
+        if bind:
+            _bind(rank)
         os.environ["OMP_NUM_THREADS"] = "1"
         import torch
         import torch.distributed as dist
@@ -108,14 +125,14 @@ def _rank_main(backend, rank, n, store, sizes, seconds, ddp_steps, results):
         results.put((rank, f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
 
 
-def run_backend(backend, n, sizes, seconds, ddp_steps, timeout):
+def run_backend(backend, n, sizes, seconds, ddp_steps, bind, timeout):
     """One backend at n ranks: per size the slowest rank's time per call, and the DDP step."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="torch-backends-") as tmp:
         store = os.path.join(tmp, "store")
         procs = [ctx.Process(target=_rank_main,
-                             args=(backend, r, n, store, sizes, seconds, ddp_steps, results))
+                             args=(backend, r, n, store, sizes, seconds, ddp_steps, bind, results))
                  for r in range(n)]
         for p in procs:
             p.start()
@@ -131,7 +148,8 @@ def run_backend(backend, n, sizes, seconds, ddp_steps, timeout):
                 p.join(timeout=10)
                 if p.is_alive():
                     p.kill()
-    merged = {"allreduce": {s: max(o["allreduce"][s] for o in outs.values()) for s in sizes}}
+    merged = {"allreduce": {s: {k: max(o["allreduce"][s][k] for o in outs.values())
+                                for k in ("mean", "median")} for s in sizes}}
     if ddp_steps:
         merged["ddp"] = max(o["ddp"][0] for o in outs.values()), \
             max(o["ddp"][1] for o in outs.values()), outs[0]["ddp"][2]
@@ -148,6 +166,12 @@ def main():
                         help="time to fill per size and round (default 0.2)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--ddp-steps", type=int, default=5, help="0 skips DDP")
+    parser.add_argument("--bind", choices=["core", "none"], default="core",
+                        help="core (default): rank process p runs on the p-th CPU it may use, "
+                        "for both backends; none: the scheduler places them")
+    parser.add_argument("--stat", choices=["median", "mean"], default="median",
+                        help="per size, the slowest rank's median call (default: robust to a "
+                        "shared host's stalls) or its mean over the timed loop")
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args()
     backends = args.backends.split(",")
@@ -158,16 +182,19 @@ def main():
         for round_ in range(args.rounds):
             for b in backends:
                 got = run_backend(b, n, sizes, args.seconds,
-                                  args.ddp_steps if round_ == 0 else 0, timeout=900)
+                                  args.ddp_steps if round_ == 0 else 0, args.bind == "core",
+                                  timeout=900)
                 if best[b] is None:
                     best[b] = got
                 else:
                     for s in sizes:
-                        best[b]["allreduce"][s] = min(best[b]["allreduce"][s],
-                                                      got["allreduce"][s])
+                        for k in ("mean", "median"):
+                            best[b]["allreduce"][s][k] = min(best[b]["allreduce"][s][k],
+                                                             got["allreduce"][s][k])
         report[n] = best
         factor = 2 * (n - 1) / n
-        print(f"\n## all_reduce, {n} ranks, float32 CPU tensors (time per call us; busbw GB/s)\n")
+        print(f"\n## all_reduce, {n} ranks, float32 CPU tensors ({args.stat} time per call us; "
+              f"busbw GB/s; bind {args.bind})\n")
         head = " | ".join(f"{b} us | {b} GB/s" for b in backends)
         ratio = " | braid/gloo busbw" if backends[:2] == ["braid", "gloo"] else ""
         print(f"| size | {head}{ratio} |")
@@ -175,7 +202,7 @@ def main():
         for s in sizes:
             cells, bws = [], []
             for b in backends:
-                t = best[b]["allreduce"][s]
+                t = best[b]["allreduce"][s][args.stat]
                 bw = s / t * factor / 1e9
                 bws.append(bw)
                 cells.append(f"{t * 1e6:.1f} | {bw:.3f}")
