@@ -69,6 +69,13 @@ const std::vector<ConfigVar>& table() {
          ASSIGN_OR_RETURN(c.timeoutSeconds, parseSeconds(t));
          return okStatus();
        }},
+      {{"BRAID_PEER_TIMEOUT", "20",
+        "seconds a peer on another host may stop answering (host down, link cut) before calls "
+        "fail naming it: TCP keepalive and user timeout, RDMA retry limits (0: never)"},
+       [](Config& c, std::string_view t) -> Status {
+         ASSIGN_OR_RETURN(c.peerTimeoutSeconds, parseSeconds(t));
+         return okStatus();
+       }},
       {{"BRAID_CALL_CHECK", "1",
         "1: each call checks it matches its ring neighbour's, taking the neighbour's check when "
         "it has come (a rank whose part needs nobody may learn of a mismatch a call later), "

@@ -22,6 +22,9 @@ struct Config {
 
   // Failure handling.
   double timeoutSeconds = 300;  ///< 0 = never
+  /// How long a peer on another host may stop answering before its connections count as broken
+  /// (TCP keepalive and user timeout, RDMA retry limits); 0 = never.
+  double peerTimeoutSeconds = 20;
   int callCheck =
       1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
 

@@ -53,6 +53,18 @@ TEST(Config, SecondsAreNonNegativeAndFinite) {
   EXPECT_EQ(Config::load({"BRAID_TIMEOUT=2.5"}).value().timeoutSeconds, 2.5);
 }
 
+TEST(Config, PeerTimeoutIsSecondsAtMostThirtyByDefault) {
+  const Config defaults = Config::load().value();
+  EXPECT_GT(defaults.peerTimeoutSeconds, 0);
+  EXPECT_LE(defaults.peerTimeoutSeconds, 30);
+  EXPECT_EQ(Config::load({"BRAID_PEER_TIMEOUT=7.5"}).value().peerTimeoutSeconds, 7.5);
+  EXPECT_EQ(Config::load({"BRAID_PEER_TIMEOUT=0"}).value().peerTimeoutSeconds, 0);
+  Result<Config> bad = Config::load({"BRAID_PEER_TIMEOUT=soon"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "BRAID_PEER_TIMEOUT: 'soon' is not a non-negative number of seconds");
+}
+
 TEST(Config, IntegersAreDecimalAndWithinTheirRange) {
   EXPECT_EQ(parseInteger("42", 0, 100).value(), 42);
   EXPECT_EQ(parseInteger("-1", -1, 1).value(), -1);

@@ -129,7 +129,7 @@ Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline
       if (std::optional<Status> words = nextPartingWords()) {
         s = Status(words->code(), what + ": " + words->message());
       } else if (std::chrono::steady_clock::now() >= nextProbe) {
-        s = probePrevious(prev, what);
+        s = probePeer(prev, what);
         nextProbe = std::chrono::steady_clock::now() + kProbeEvery;
       }
       lock.lock();
@@ -155,15 +155,15 @@ Status Bootstrap::Impl::farewell(Status status) {
   return status;
 }
 
-Status Bootstrap::Impl::probePrevious(int prev, const std::string& what) {
-  const SocketAddress& where = peers_[static_cast<size_t>(prev)];
+Status Bootstrap::Impl::probePeer(int peer, const std::string& what) {
+  const SocketAddress& where = peers_[static_cast<size_t>(peer)];
   const Deadline probe = Deadline::after(kShortWaitSeconds, wait_.abort);
   Result<Socket> s = Socket::connectTo(where, probe, what, /*retryRefused=*/false);
   if (probe.aborted()) return probe.check(what);
   // Connected: alive. Timed out or a local error: unknown, so keep waiting.
   if (s.ok() || s.status().code() != braidRemoteError) return okStatus();
   // Refused: nobody listens on the address the rendezvous gave for it any more.
-  return remoteError(what + ": " + rankText(prev) + " exited (its listener at " + where.toString() +
+  return remoteError(what + ": " + rankText(peer) + " exited (its listener at " + where.toString() +
                      " refuses connections)");
 }
 
@@ -180,6 +180,7 @@ Result<Socket> Bootstrap::Impl::connectPeer(int peer, Purpose purpose, const Dea
                        where.toString() + " any more)");
   }
   Socket s = std::move(connected.value());
+  s.setPeerTimeout(wait_.peerTimeoutSeconds);
   Status status = authenticateAsClient(s, secret_, deadline, what);
   const std::vector<uint8_t> identify =
       encodeIdentify({static_cast<uint32_t>(purpose), rank_, nranks_});
@@ -416,6 +417,15 @@ Status Bootstrap::Impl::recv(int peer, uint32_t tag, void* data, size_t bytes) {
   return okStatus();
 }
 
+std::optional<int> Bootstrap::Impl::unansweringPeer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ringIn_.unanswering) return (rank_ + nranks_ - 1) % nranks_;
+  for (size_t p = 0; p < p2pIn_.size(); ++p) {
+    if (p2pIn_[p].unanswering) return static_cast<int>(p);
+  }
+  return std::nullopt;
+}
+
 // ---- Split ---------------------------------------------------------------------------------
 
 Result<SplitResult> Bootstrap::Impl::split(int color, int key) {
@@ -559,6 +569,7 @@ Status Bootstrap::recv(int peer, uint32_t tag, void* data, size_t bytes) {
   return impl_->recv(peer, tag, data, bytes);
 }
 Result<SplitResult> Bootstrap::split(int color, int key) { return impl_->split(color, key); }
+std::optional<int> Bootstrap::unansweringPeer() const { return impl_->unansweringPeer(); }
 
 void setBootstrapFaultHook(BootstrapFaultHook hook) {
   gFaultHook.store(hook, std::memory_order_release);

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ struct WaitPolicy {
   /// How long an incoming connection may take to prove the secret and say who it is before this
   /// rank's listener drops it (protects against strangers that connect and stall); <= 0: 5 s.
   double handshakeSeconds = 5;
+  /// How long a peer may stop answering before the kernel drops the connection to it
+  /// (BRAID_PEER_TIMEOUT: Socket::setPeerTimeout on every connection between ranks); 0: off.
+  double peerTimeoutSeconds = 0;
 };
 
 /// Makes a unique id and starts the root listener thread that serves its one rendezvous: it
@@ -99,6 +103,12 @@ class Bootstrap {
   /// Collective: ranks with the same color >= 0 form a new bootstrap ordered by (key, old rank).
   /// Ranks with color < 0 take part and get a SplitResult with a null bootstrap.
   Result<SplitResult> split(int color, int key);
+
+  /// A rank whose connection to this one the kernel dropped because it stopped answering
+  /// (WaitPolicy::peerTimeoutSeconds): its host went down or became unreachable. The service
+  /// thread watches every incoming connection (the ring's and point-to-point ones) all the
+  /// time, so this answers at once, from any thread; nullopt while none did.
+  std::optional<int> unansweringPeer() const;
 
   class Impl;
 

@@ -39,8 +39,9 @@ struct Channel {
     uint32_t tag = 0;
     std::vector<uint8_t> data;
   };
-  bool open = false;    ///< the peer connected and was admitted
-  bool closed = false;  ///< and has gone since; `reason` says how
+  bool open = false;         ///< the peer connected and was admitted
+  bool closed = false;       ///< and has gone since; `reason` says how
+  bool unanswering = false;  ///< closed because it stopped answering (BRAID_PEER_TIMEOUT)
   std::string reason;
   /// Set when the peer said why it gave up (an error frame): the failure it passes on.
   std::optional<Status> upstream;
@@ -75,6 +76,7 @@ class Bootstrap::Impl {
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, void* data, size_t bytes);
   Result<SplitResult> split(int color, int key);
+  std::optional<int> unansweringPeer();
 
  private:
   Impl(int rank, int nranks, const Secret& secret, Socket listener, const SocketAddress& address,
@@ -105,9 +107,10 @@ class Bootstrap::Impl {
   Status breakRing(Status status);
   /// After breakRing during connect: waits briefly until the previous rank has been told.
   Status farewell(Status status);
-  /// While waiting for the previous rank to connect the ring: whether its listener still exists.
-  /// A refused connection means the process is gone (an error naming it); ok otherwise.
-  Status probePrevious(int prev, const std::string& what);
+  /// While waiting for a rank (the previous one to connect the ring, say): whether its listener
+  /// still exists. A refused connection means the process is gone (an error naming it); ok
+  /// otherwise.
+  Status probePeer(int peer, const std::string& what);
   /// Ends a wait in take(): wakes the caller and the service thread.
   void wakeService();
 
@@ -117,7 +120,7 @@ class Bootstrap::Impl {
   void admit(Admission& admission, std::vector<Incoming>& incoming);
   bool readFrames(Incoming& in);
   void closeIncoming(Incoming& in, const std::string& reason,
-                     std::optional<Status> upstream = std::nullopt);
+                     std::optional<Status> upstream = std::nullopt, bool unanswering = false);
 
   const int rank_;
   const int nranks_;

@@ -2,8 +2,10 @@
 // proving the secret (Admission, with a short deadline), and admitted peers whose frames it files
 // into Channels for the caller to take. Nothing here blocks, so strangers cannot stall peers.
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -102,6 +104,21 @@ void Bootstrap::Impl::serve() {
         closeIncoming(in, "closed the connection");
         continue;
       }
+      if ((revents & POLLERR) != 0) {
+        // The kernel dropped the connection because the peer stopped answering (keepalive or
+        // user timeout): its host is down or cut off, which a read would only call an error.
+        if (const int error = in.conn.socket().takeError(); error == ETIMEDOUT) {
+          closeIncoming(in,
+                        "stopped answering: no reply for " +
+                            std::to_string(wait_.peerTimeoutSeconds) +
+                            " s (BRAID_PEER_TIMEOUT); its host is down or unreachable",
+                        std::nullopt, /*unanswering=*/true);
+          continue;
+        } else if (error != 0) {
+          closeIncoming(in, "broke the connection (" + std::string(std::strerror(error)) + ")");
+          continue;
+        }
+      }
       if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) readFrames(in);
     }
     std::erase_if(incoming, [](const Incoming& in) { return in.dead; });
@@ -179,6 +196,7 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
     return;
   }
   cv_.notify_all();
+  conn.socket().setPeerTimeout(wait_.peerTimeoutSeconds);
   conn.queueFrame(FrameType::kAccept, 0, 0, nullptr, 0);
   (void)conn.flush();
   incoming.push_back(
@@ -227,10 +245,11 @@ bool Bootstrap::Impl::readFrames(Incoming& in) {
 }
 
 void Bootstrap::Impl::closeIncoming(Incoming& in, const std::string& reason,
-                                    std::optional<Status> upstream) {
+                                    std::optional<Status> upstream, bool unanswering) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     in.channel->closed = true;
+    in.channel->unanswering = unanswering;
     in.channel->reason = "rank " + std::to_string(in.peer) + " " + reason;
     if (upstream) in.channel->upstream = upstream;
     if (in.channel == &ringIn_) ringInFd_ = -1;

@@ -391,6 +391,31 @@ void Socket::shutdownBoth() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
+void Socket::setPeerTimeout(double seconds) {
+  if (fd_ < 0) return;
+  const int on = seconds > 0 ? 1 : 0;
+  (void)setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  const unsigned int userTimeoutMs =
+      seconds > 0 ? static_cast<unsigned int>(std::min(seconds * 1e3, 2e9)) : 0;
+  (void)setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof(userTimeoutMs));
+  if (seconds <= 0) return;
+  // Idle for a third of the limit, then a probe a second: the user timeout ends the connection
+  // at the first probe after `seconds` without an answer, so within a second of the limit.
+  const int idle = std::clamp(static_cast<int>(seconds / 3), 1, 32767);
+  const int interval = 1;
+  const int count = std::clamp(static_cast<int>(seconds) + 1, 1, 127);
+  (void)setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  (void)setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  (void)setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+int Socket::takeError() const {
+  int error = 0;
+  socklen_t length = sizeof(error);
+  if (fd_ < 0 || getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return 0;
+  return error;
+}
+
 Result<SocketAddress> Socket::localAddress() const {
   sockaddr_storage storage{};
   socklen_t length = sizeof(storage);

@@ -132,6 +132,13 @@ class Socket {
   /// Ends both directions without releasing the descriptor (safe while another thread polls it).
   void shutdownBoth();
   Result<SocketAddress> localAddress() const;
+  /// Makes the kernel drop the connection with ETIMEDOUT once the peer has not answered for
+  /// about `seconds` (BRAID_PEER_TIMEOUT), whether data is waiting to go (TCP_USER_TIMEOUT) or
+  /// the stream is idle (keepalive probes every second after a third of it). seconds <= 0 turns
+  /// both off. Best effort: an option the kernel refuses is left as it was.
+  void setPeerTimeout(double seconds);
+  /// The error pending on the socket (SO_ERROR, cleared by reading it); 0 when none.
+  int takeError() const;
 
   /// Accepts one pending connection; an invalid Socket when none is pending.
   Result<Socket> acceptPending(SocketAddress* peer);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -76,6 +77,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& 
   std::unique_ptr<Logger> logger = makeLogger(config);
   logger->setRank(rank);
   WaitPolicy wait{config.timeoutSeconds, nullptr};
+  wait.peerTimeoutSeconds = config.peerTimeoutSeconds;
   ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap,
                    Bootstrap::join(id, rank, nranks, config.socketIfname, wait));
   return fromBootstrap(std::move(bootstrap), std::move(config), std::move(logger));
@@ -433,6 +435,7 @@ Status Communicator::health() {
 
 Status Communicator::jobHealth() {
   RETURN_IF_ERROR(health());
+  RETURN_IF_ERROR(checkLinks());
   // This rank's own descriptors held back go to its successor, which may be waiting on them.
   if (callChecks_.hasQueued()) callChecks_.trySendQueued();
   if (callChecks_.hasPending()) {
@@ -471,6 +474,28 @@ std::string Communicator::describePeer(int peer) const {
   if (peer < 0 || peer >= nranks_) return "rank " + std::to_string(peer);
   return "rank " + std::to_string(peer) + " (pid " + std::to_string(peers_[peer].pid) + " on " +
          peers_[peer].hostName + ")";
+}
+
+std::string Communicator::describeLoss(int peer) {
+  for (const std::unique_ptr<Transport>& transport : transports_) {
+    if (transport->peerAlive(peer)) continue;
+    if (transport->name() == "shm") return describePeer(peer) + " exited";
+    return describePeer(peer) + " dropped its " + std::string(transport->name()) +
+           " connections (its process exited, or its host went down or stopped answering)";
+  }
+  return describePeer(peer) + " exited";
+}
+
+Status Communicator::checkLinks() {
+  if (bootstrap_ == nullptr) return okStatus();
+  const std::optional<int> silent = bootstrap_->unansweringPeer();
+  if (!silent) return okStatus();
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", config_.peerTimeoutSeconds);
+  Status status = remoteError(describePeer(*silent) + " stopped answering for " + seconds +
+                              " s (BRAID_PEER_TIMEOUT): its host is down or cut off");
+  fail(status);
+  return status;
 }
 
 Waker* Communicator::waker() { return rankWaker_; }

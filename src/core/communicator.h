@@ -60,6 +60,8 @@ class Communicator final : public ProgressClient, public DeviceClient {
   std::optional<PeerFailure> peerFailure(int peer) override;
   bool peerAlive(int peer) override;
   std::string describePeer(int peer) const override;
+  std::string describeLoss(int peer) override;
+  Status checkLinks() override;
   Waker* waker() override;
   double timeoutSeconds() const override { return config_.timeoutSeconds; }
   std::string who() const override;

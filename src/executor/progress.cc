@@ -186,7 +186,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
           return failure->status.withContext(t.client->who() + " in " +
                                              describeCall(t.run->call()));
         }
-        return remoteError(t.client->describePeer(peer) + " exited while " + t.client->who() +
+        return remoteError(t.client->describeLoss(peer) + " while " + t.client->who() +
                            " was waiting on it in " + describeCall(t.run->call()) + ", " +
                            t.run->position());
       }
@@ -247,7 +247,15 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
         }
       }
       const bool probeLiveness = now - lastLiveness > kLivenessNs;
-      if (probeLiveness) lastLiveness = now;
+      if (probeLiveness) {
+        lastLiveness = now;
+        for (ProgressTask& t : tasks) {
+          if (t.finished) continue;
+          if (Status links = t.client->checkLinks(); !links.ok()) {
+            return links.withContext(t.client->who() + " in " + describeCall(t.run->call()));
+          }
+        }
+      }
       ASSIGN_OR_RETURN(bool movedAfter, failBlockedOnLostPeers(probeLiveness));
       if (movedAfter) {
         idleSince = 0;

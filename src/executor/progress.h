@@ -35,6 +35,11 @@ class ProgressClient {
   virtual bool peerAlive(int peer) = 0;
   /// A description of `peer` for messages ("rank 3 (pid 123 on host)").
   virtual std::string describePeer(int peer) const = 0;
+  /// How `peer`, which peerAlive() found gone, went: "rank 3 (pid 123 on host) exited".
+  virtual std::string describeLoss(int peer) { return describePeer(peer) + " exited"; }
+  /// Asked while runs are blocked, every liveness period, whatever peers they wait on: an error
+  /// once a link of the communicator broke for good (a peer's host stopped answering).
+  virtual Status checkLinks() { return okStatus(); }
   /// The Waker peers ring for this communicator's rank; may be nullptr (then the engine naps).
   virtual Waker* waker() = 0;
   /// Seconds without progress before a run fails with braidTimeout (0 = never).

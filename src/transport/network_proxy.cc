@@ -25,6 +25,7 @@ ProxyOptions proxyOptions(const TransportContext& ctx) {
   options.slotBytes = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
   options.rankWaker = ctx.rankWaker;
   options.logger = ctx.logger;
+  options.peerTimeoutSeconds = ctx.config->peerTimeoutSeconds;
   for (int r = 0; r < ctx.nranks; ++r) {
     std::string name = "rank " + std::to_string(r);
     if (ctx.peers != nullptr && r < static_cast<int>(ctx.peers->size())) {

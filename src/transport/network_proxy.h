@@ -45,6 +45,7 @@ struct ProxyOptions {
   Waker* rankWaker = nullptr;
   const Logger* logger = nullptr;
   std::vector<std::string> peerNames;  ///< "rank 3 (host)" per rank, for messages
+  double peerTimeoutSeconds = 0;       ///< BRAID_PEER_TIMEOUT (0: never)
 };
 
 /// The options of ctx's proxy: FIFO shapes from ctx.config, peer names from ctx.peers.

@@ -403,6 +403,8 @@ int modifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       }
       q.sqPsn = attr->sq_psn;
       ++f.stats.qpsEverConnected;
+      f.stats.lastQpTimeout = attr->timeout;
+      f.stats.lastQpRetryCount = attr->retry_cnt;
       break;
     }
     case IBV_QPS_ERR: toError(q); break;

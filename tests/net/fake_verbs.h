@@ -44,8 +44,10 @@ struct FakeStats {
   int cqs = 0;
   int channels = 0;
   int qps = 0;
-  int qpsEverConnected = 0;  ///< reached RTS
-  std::string lastError;     ///< why the last write failed
+  int qpsEverConnected = 0;   ///< reached RTS
+  int lastQpTimeout = -1;     ///< ibv_qp_attr timeout (ack wait exponent) of the last RTS
+  int lastQpRetryCount = -1;  ///< and its retry_cnt
+  std::string lastError;      ///< why the last write failed
 };
 
 /// Replaces the fabric's devices (nothing may be open) and returns the table to hand to the

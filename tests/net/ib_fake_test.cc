@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "tests/support/collective_check.h"
 #include "tests/support/multiprocess.h"
 #include "transport/ib/ib_device.h"
+#include "transport/ib/ib_proxy.h"
 #include "transport/ib/mr_cache.h"
 
 namespace braid::testing {
@@ -267,6 +269,34 @@ TEST_F(FakeFabricComm, PeerThatDisappearsFailsTheOthersWithRemoteError) {
     }
     return "";
   }));
+}
+
+TEST(QpRetryLimits, FitThePeerTimeout) {
+  // What a write to a silent peer waits before its completion fails: the first try and
+  // retryCount retries of 4.096 us x 2^timeout each.
+  auto failsAfter = [](const QpRetryLimits& l) {
+    return (l.retryCount + 1) * 4.096e-6 * std::ldexp(1.0, l.timeout);
+  };
+  EXPECT_EQ(qpRetryLimits(0).timeout, 0) << "0: wait forever";
+  for (double seconds : {5.0, 20.0, 30.0, 120.0}) {
+    const QpRetryLimits l = qpRetryLimits(seconds);
+    EXPECT_EQ(l.retryCount, 7);
+    EXPECT_LE(failsAfter(l), seconds) << seconds;
+    EXPECT_GT(failsAfter(l), seconds / 2) << seconds << ": the longest wait that fits";
+  }
+  // Below a second the wait stays at 67 ms a try: shorter ones trip over congestion.
+  EXPECT_EQ(qpRetryLimits(0.1).timeout, 14);
+}
+
+TEST_F(FakeFabricComm, QueuePairsTakeTheirRetryLimitsFromThePeerTimeout) {
+  setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {ibPort(3)}}}));
+  const std::vector<CollCase> cases = conformanceCases(2, {273}, {});
+  expectAllEmpty(runThreads({0, 1}, {"BRAID_PEER_TIMEOUT=5"}, [&](int r, int n, braidComm_t comm) {
+    return runCases(comm, r, n, cases);
+  }));
+  EXPECT_EQ(fakeStats().qpsEverConnected, 2);
+  EXPECT_EQ(fakeStats().lastQpTimeout, qpRetryLimits(5).timeout);
+  EXPECT_EQ(fakeStats().lastQpRetryCount, 7);
 }
 
 TEST_F(FakeFabricComm, PortThatFailsFailsEveryCallThatNeedsIt) {

@@ -8,8 +8,12 @@
 // its figures.
 // Skipped when not root or when `ip netns` does not work.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -170,6 +174,79 @@ TEST(NetFailure, RankThatDiesFailsItsPeersWithRemoteError) {
         return "";
       });
   EXPECT_EQ(failures(outcomes), "");
+}
+
+// ---- A host that vanishes: its link cut at the switch, no reset, no process exit -----------
+
+/// What the ranks of the link-down test share (mapped before the fork).
+struct LinkDownBoard {
+  std::atomic<int> streaming{0};  ///< ranks that completed their first calls
+  std::atomic<double> cutAt{0};   ///< steadySeconds() when the link went down
+};
+
+double steadySeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+/// Two hosts of two ranks stream all-reduces; once all are under way rank 0 cuts host 1's link.
+/// Every rank, on either side, must fail with braidRemoteError naming a rank of the other host
+/// within BRAID_PEER_TIMEOUT + 2 s of the cut; BRAID_TIMEOUT keeps its default (300 s).
+void expectLinkDownFailsWithinPeerTimeout(VirtualHosts& v, const std::string& peerTimeout) {
+  void* page = mmap(nullptr, sizeof(LinkDownBoard), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* board = new (page) LinkDownBoard();
+  const std::vector<int> hostOf = {0, 0, 1, 1};
+  const double limit =
+      (peerTimeout.empty() ? Config::load().value().peerTimeoutSeconds : std::stod(peerTimeout)) +
+      2;
+  std::vector<std::string> settings;
+  if (!peerTimeout.empty()) settings.push_back("BRAID_PEER_TIMEOUT=" + peerTimeout);
+  auto outcomes =
+      runOnHosts(v, hostOf, settings, [&](int rank, int n, braidComm_t comm) -> std::string {
+        std::vector<float> data(1 << 18, 1.0f);
+        constexpr int kCallsBeforeCut = 20;
+        for (int call = 0;; ++call) {
+          if (call == kCallsBeforeCut) board->streaming.fetch_add(1);
+          if (rank == 0 && board->cutAt.load() == 0 && board->streaming.load() == n) {
+            if (Status cut = v.setLink(1, false); !cut.ok()) return cut.message();
+            board->cutAt.store(steadySeconds());
+          }
+          const braidResult_t rc = braidAllReduce(data.data(), data.data(), data.size(),
+                                                  braidFloat32, braidSum, comm, nullptr);
+          if (rc == braidSuccess) continue;
+          const double seconds = steadySeconds() - board->cutAt.load();
+          const std::string why = braidGetLastError(comm);
+          const std::string got = std::string(braidGetErrorString(rc)) + " " +
+                                  std::to_string(seconds) + " s after the cut: " + why;
+          std::fputs(("rank " + std::to_string(rank) + ": " + got + "\n").c_str(), stderr);
+          if (board->cutAt.load() == 0) return "failed before the cut: " + got;
+          if (rc != braidRemoteError) return "expected braidRemoteError, got " + got;
+          if (seconds > limit) return "too slow (limit " + std::to_string(limit) + " s): " + got;
+          const bool namesOtherHost = hostOf[rank] == 0
+                                          ? why.find("rank 2") != std::string::npos ||
+                                                why.find("rank 3") != std::string::npos
+                                          : why.find("rank 0") != std::string::npos ||
+                                                why.find("rank 1") != std::string::npos;
+          if (!namesOtherHost) return "the message names no rank of the other host: " + got;
+          return "";
+        }
+      });
+  EXPECT_TRUE(v.setLink(1, true).ok());
+  EXPECT_EQ(failures(outcomes), "");
+  munmap(page, sizeof(LinkDownBoard));
+}
+
+TEST(NetFailure, LinkDownFailsBothSidesWithinTheDefaultPeerTimeout) {
+  REQUIRE_HOSTS(v);
+  expectLinkDownFailsWithinPeerTimeout(*v, "");
+}
+
+TEST(NetFailure, LinkDownFailsBothSidesWithinAShortPeerTimeout) {
+  REQUIRE_HOSTS(v);
+  expectLinkDownFailsWithinPeerTimeout(*v, "3");
 }
 
 TEST(NetLaunch, InitFromEnvAcrossHosts) {

@@ -107,6 +107,10 @@ Result<std::string> VirtualHosts::shape(int host, const std::string& rate, int d
   return std::string("tbf");
 }
 
+Status VirtualHosts::setLink(int host, bool up) {
+  return run("ip -n " + switch_ + " link set p" + std::to_string(host) + (up ? " up" : " down"));
+}
+
 void VirtualHosts::unshape(int host) {
   // `del` fails when only the default qdisc is there: nothing to undo then.
   runCommand("ip netns exec " + names_[host] + " tc qdisc del dev eth0 root");

@@ -35,6 +35,9 @@ class VirtualHosts {
   Result<std::string> shape(int host, const std::string& rate, int delayMs);
   /// Removes the shaping of a host's link (both directions); a link never shaped is fine.
   void unshape(int host);
+  /// Takes a host's link down at the switch (up = false) or back up: a cut cable, which drops
+  /// every packet without a reset, so its peers only notice that it stops answering.
+  Status setLink(int host, bool up);
 
  private:
   VirtualHosts() = default;

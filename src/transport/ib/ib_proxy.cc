@@ -1,5 +1,25 @@
 #include "transport/ib/ib_proxy.h"
 
+#include <algorithm>
+#include <cmath>
+
+namespace braid {
+
+QpRetryLimits qpRetryLimits(double peerTimeoutSeconds) {
+  QpRetryLimits limits;
+  if (!(peerTimeoutSeconds > 0)) return limits;
+  // A write fails after its first try and retryCount retries, each waiting the ack timeout.
+  constexpr double kTickSeconds = 4.096e-6;
+  constexpr int kMinExponent = 14;  // 67 ms: shorter waits trip over ordinary congestion
+  constexpr int kMaxExponent = 31;
+  const double perTry = peerTimeoutSeconds / (limits.retryCount + 1);
+  const int fits = static_cast<int>(std::floor(std::log2(perTry / kTickSeconds)));
+  limits.timeout = static_cast<uint8_t>(std::clamp(fits, kMinExponent, kMaxExponent));
+  return limits;
+}
+
+}  // namespace braid
+
 #if BRAID_HAVE_IBVERBS
 
 #include <arpa/inet.h>
@@ -213,8 +233,11 @@ Status IbProxy::connect(int peer, const QpInfo& remote) {
   }
   attr = ibv_qp_attr{};
   attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try
-  attr.retry_cnt = 7;
+  // A peer that stops answering fails the next write within BRAID_PEER_TIMEOUT: the completion
+  // error marks its queue pair down, as a reset does a TCP stream.
+  const QpRetryLimits limits = qpRetryLimits(options().peerTimeoutSeconds);
+  attr.timeout = limits.timeout;
+  attr.retry_cnt = limits.retryCount;
   attr.rnr_retry = 7;
   attr.sq_psn = p.psn;
   attr.max_rd_atomic = 1;

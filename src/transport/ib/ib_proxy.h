@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,16 @@
 #include "transport/network_proxy.h"
 
 namespace braid {
+
+/// How long a queue pair waits for each acknowledgement (4.096 us x 2^timeout) and how many
+/// times it retries before the next completion fails with a retry-exceeded error.
+struct QpRetryLimits {
+  uint8_t timeout = 0;  ///< the ibv_qp_attr exponent; 0 waits forever
+  uint8_t retryCount = 7;
+};
+/// The limits that end a write to a peer that stopped answering within peerTimeoutSeconds
+/// (BRAID_PEER_TIMEOUT; 0: never): seven retries of the longest wait that fits, at least 67 ms.
+QpRetryLimits qpRetryLimits(double peerTimeoutSeconds);
 
 #if BRAID_HAVE_IBVERBS
 

@@ -115,6 +115,9 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
     ASSIGN_OR_RETURN(const Secret key, ctx.bootstrap->deriveKey(kKeyLabel));
     ASSIGN_OR_RETURN(streams, buildMesh(listener, key, plan, timeout));
   }
+  // A peer whose host goes down or is cut off resets nothing: the kernel ends its streams once it
+  // stops answering, and the proxy then finds them broken as it would after a reset.
+  for (PeerStream& stream : streams) stream.socket.setPeerTimeout(ctx.config->peerTimeoutSeconds);
   listener.close();
 
   ASSIGN_OR_RETURN(std::unique_ptr<SocketProxy> proxy,

@@ -5,9 +5,10 @@
 // those streams (socket_proxy.h), so the executor sees the same FIFOs as over shared memory. A
 // pair is linked when either rank asks for it at create(), so both ends always agree.
 //
-// Failure: a peer whose streams close is reported by peerAlive(), a malformed frame by failure(),
-// a peer's failure notice by peerFailure(); these, notifyFailure() and the flush at destruction
-// are NetworkTransport's (network_transport.h).
+// Failure: a peer whose streams close, or whose host stops answering for BRAID_PEER_TIMEOUT (TCP
+// keepalive and user timeout on every stream), is reported by peerAlive(), a malformed frame by
+// failure(), a peer's failure notice by peerFailure(); these, notifyFailure() and the flush at
+// destruction are NetworkTransport's (network_transport.h).
 #pragma once
 
 #include <memory>
