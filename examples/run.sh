@@ -2,11 +2,11 @@
 # Runs one example by name, building Braid first when no build is there:
 #   examples/run.sh data_parallel_sgd
 # Names: data_parallel_sgd parameter_server_sgd pipeline_parallel tensor_parallel hybrid_parallel
-#        nccl_allreduce
+#        elastic_shrink_sgd nccl_allreduce
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-name=${1:?usage: examples/run.sh NAME (data_parallel_sgd, parameter_server_sgd, pipeline_parallel, tensor_parallel, hybrid_parallel, nccl_allreduce)}
+name=${1:?usage: examples/run.sh NAME (data_parallel_sgd, parameter_server_sgd, pipeline_parallel, tensor_parallel, hybrid_parallel, elastic_shrink_sgd, nccl_allreduce)}
 shift
 build=${BRAID_BUILD_DIR:-$root/build}
 case "$build" in /*) ;; *) build="$root/$build" ;; esac

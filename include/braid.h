@@ -222,6 +222,23 @@ BRAID_API braidResult_t braidAllToAllv(const void* sendbuff, const size_t* sendc
 /** Returns once every rank of comm has called it (host execution; not inside a group). */
 BRAID_API braidResult_t braidBarrier(braidComm_t comm);
 
+/* ---------------------------------------------------------------------------------------------
+ * Fault tolerance.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Survivors carry on (like ncclCommShrink): the ranks of comm not listed in excludeRanks (nexclude
+ *  entries, each in 0..nranks-1; typically the ranks a braidRemoteError named) form *newcomm,
+ *  keeping their relative order (new rank = old rank minus the excluded ranks below it). Every
+ *  remaining rank calls it with the same set; the excluded ranks, dead or alive, do not. It works
+ *  on a communicator that failed, whichever ranks were lost (rank 0 included): the survivors meet
+ *  through their bootstrap connections, never through the lost ranks or comm's data path, and
+ *  build new transports. comm itself is left as it was (unusable after a failure) and is still
+ *  freed with braidCommDestroy or braidCommAbort. The new communicator has comm's settings. Not
+ *  inside a group. A survivor that dies during the shrink fails it on the others (and it cannot
+ *  complete if the lowest remaining rank, which gathers the others' addresses, dies then). */
+BRAID_API braidResult_t braidCommShrink(braidComm_t comm, const int* excludeRanks, int nexclude,
+                                        braidComm_t* newcomm);
+
 #ifdef __cplusplus
 }
 #endif

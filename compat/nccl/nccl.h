@@ -163,9 +163,10 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 #define NCCL_SHRINK_DEFAULT 0x00
 #define NCCL_SHRINK_ABORT 0x01
 /** Called by every rank of comm that is not in excludeRanksList (the excluded ranks do not call):
- *  newcomm holds the callers, ranked in their old order. comm must be healthy and is left as it
- *  was; NCCL_SHRINK_ABORT (shrinking around failed ranks) is refused with ncclInvalidArgument.
- *  newcomm's settings come from config and the environment, as for ncclCommInitRankConfig. */
+ *  newcomm holds the callers, ranked in their old order (braidCommShrink). comm may have failed
+ *  (NCCL_SHRINK_ABORT: shrinking around ranks that died) or be healthy (NCCL_SHRINK_DEFAULT); it
+ *  is left as it was, to be destroyed or aborted. config (may be NULL) as for ncclCommSplit: the
+ *  new communicator inherits the parent's settings. */
 NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
                                         int excludeRanksCount, ncclComm_t* newcomm,
                                         ncclConfig_t* config, int shrinkFlags);

@@ -352,63 +352,23 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   ncclResult_t r = ncclSuccess;
   std::shared_ptr<ncclComm> parent = findComm(comm, "ncclCommShrink", &r);
   if (!parent) return r;
-  if (shrinkFlags != NCCL_SHRINK_DEFAULT) {
+  // Both flags map to braidCommShrink, which never uses the parent's data path: it serves a
+  // healthy parent (DEFAULT) and one that failed around lost ranks (ABORT) alike.
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
     return fail(ncclInvalidArgument,
                 "ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
-                    " not supported (only NCCL_SHRINK_DEFAULT, on a healthy comm)",
+                    " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT",
                 parent.get());
   }
-  int n = 0, rank = 0;
-  if ((r = fromBraid(braidCommCount(parent->braid, &n), parent.get())) != ncclSuccess) return r;
-  if ((r = fromBraid(braidCommUserRank(parent->braid, &rank), parent.get())) != ncclSuccess)
-    return r;
-  if (excludeRanksCount < 0 || excludeRanksCount >= n ||
-      (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
-    return fail(ncclInvalidArgument,
-                "ncclCommShrink: excludeRanksCount " + std::to_string(excludeRanksCount) +
-                    " with a comm of " + std::to_string(n) + " ranks (and a list unless 0)",
-                parent.get());
-  }
-  std::vector<bool> excluded(n, false);
-  for (int i = 0; i < excludeRanksCount; ++i) {
-    const int x = excludeRanksList[i];
-    if (x < 0 || x >= n) {
-      return fail(ncclInvalidArgument,
-                  "ncclCommShrink: excluded rank " + std::to_string(x) + " is not in 0.." +
-                      std::to_string(n - 1),
-                  parent.get());
-    }
-    excluded[x] = true;
-  }
-  if (excluded[rank]) {
-    return fail(ncclInvalidUsage,
-                "ncclCommShrink: rank " + std::to_string(rank) +
-                    " is in excludeRanksList (excluded ranks do not call it)",
-                parent.get());
-  }
-  std::vector<int> kept;
-  for (int p = 0; p < n; ++p) {
-    if (!excluded[p]) kept.push_back(p);
-  }
-  // The first kept rank makes the new communicator's id and hands it to the others over comm.
-  ncclUniqueId id{};
-  const int leader = kept.front();
-  if (rank == leader) {
-    if ((r = ncclGetUniqueId(&id)) != ncclSuccess) return r;
-    for (size_t i = 1; i < kept.size() && r == ncclSuccess; ++i) {
-      r = fromBraid(
-          braidSend(id.internal, sizeof(id.internal), braidUint8, kept[i], parent->braid, nullptr),
-          parent.get());
-    }
-  } else {
-    r = fromBraid(
-        braidRecv(id.internal, sizeof(id.internal), braidUint8, leader, parent->braid, nullptr),
-        parent.get());
-  }
+  Settings unused;  // a shrunk communicator inherits its parent's Braid settings
+  r = applyConfig(config, &unused, "ncclCommShrink");
   if (r != ncclSuccess) return r;
-  const int newRank =
-      static_cast<int>(std::lower_bound(kept.begin(), kept.end(), rank) - kept.begin());
-  return initRank(newcomm, static_cast<int>(kept.size()), id, newRank, config, "ncclCommShrink");
+  braidComm_t child = nullptr;
+  r = fromBraid(braidCommShrink(parent->braid, excludeRanksList, excludeRanksCount, &child),
+                parent.get());
+  if (r != ncclSuccess) return r;
+  *newcomm = adoptComm(child);
+  return ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {

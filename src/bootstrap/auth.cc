@@ -21,6 +21,7 @@ constexpr size_t kNonceBytes = 32;
 constexpr std::string_view kServerLabel = "braid-auth-v1 server";
 constexpr std::string_view kClientLabel = "braid-auth-v1 client";
 constexpr std::string_view kSplitLabel = "braid-split-v1";
+constexpr std::string_view kShrinkLabel = "braid-shrink-v1";
 
 // A process that made a unique id often forks its ranks next, while its bootstrap root thread
 // may be authenticating the first of them. OpenSSL takes process-wide locks inside an HMAC (a
@@ -116,6 +117,21 @@ Result<Secret> deriveSplitSecret(const Secret& parent, uint64_t counter, int32_t
   putLe32(message + kSplitLabel.size() + 8, static_cast<uint32_t>(color));
   ASSIGN_OR_RETURN(const Digest digest,
                    hmacSha256(parent.data(), parent.size(), message, sizeof(message)));
+  Secret secret{};
+  std::memcpy(secret.data(), digest.data(), secret.size());
+  return secret;
+}
+
+Result<Secret> deriveShrinkSecret(const Secret& parent, uint64_t counter,
+                                  const std::vector<int>& excluded) {
+  std::vector<uint8_t> message(kShrinkLabel.size() + 8 + 4 * excluded.size());
+  std::memcpy(message.data(), kShrinkLabel.data(), kShrinkLabel.size());
+  putLe64(message.data() + kShrinkLabel.size(), counter);
+  for (size_t i = 0; i < excluded.size(); ++i) {
+    putLe32(message.data() + kShrinkLabel.size() + 8 + 4 * i, static_cast<uint32_t>(excluded[i]));
+  }
+  ASSIGN_OR_RETURN(const Digest digest,
+                   hmacSha256(parent.data(), parent.size(), message.data(), message.size()));
   Secret secret{};
   std::memcpy(secret.data(), digest.data(), secret.size());
   return secret;

@@ -40,6 +40,10 @@ void endThreadCrypto();
 /// The secret of the group of `color` made by split number `counter` of a bootstrap that holds
 /// `parent`: every member derives it locally, nothing travels.
 Result<Secret> deriveSplitSecret(const Secret& parent, uint64_t counter, int32_t color);
+/// The secret of the group left by shrink number `counter` of a bootstrap that holds `parent`,
+/// once the ranks in `excluded` (ascending) are gone: derived locally by every remaining rank.
+Result<Secret> deriveShrinkSecret(const Secret& parent, uint64_t counter,
+                                  const std::vector<int>& excluded);
 
 constexpr size_t kClientHelloBytes = 40;
 constexpr size_t kServerHelloBytes = 72;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/sanitizers.h"
 
@@ -129,6 +130,22 @@ TEST(Auth, SplitSecretsDependOnParentCounterAndColor) {
   EXPECT_NE(a, derive(parent, 1, 1));
   EXPECT_NE(a, derive(parent, 1, -1));
   EXPECT_NE(a, derive(secretOf(8), 1, 0));
+}
+
+TEST(Auth, ShrinkSecretsDependOnParentCounterAndExcludedSet) {
+  const Secret parent = secretOf(7);
+  auto derive = [](const Secret& p, uint64_t counter, const std::vector<int>& excluded) {
+    return deriveShrinkSecret(p, counter, excluded).value();
+  };
+  const Secret a = derive(parent, 1, {2});
+  EXPECT_EQ(a, derive(parent, 1, {2}));
+  EXPECT_NE(a, parent);
+  EXPECT_NE(a, derive(parent, 2, {2}));
+  EXPECT_NE(a, derive(parent, 1, {3}));
+  EXPECT_NE(a, derive(parent, 1, {2, 3}));
+  EXPECT_NE(a, derive(secretOf(8), 1, {2}));
+  // Never the secret of a split of the same parent and counter.
+  EXPECT_NE(a, deriveSplitSecret(parent, 1, 2).value());
 }
 
 // A process that made a unique id forks its ranks while its root thread authenticates the first

@@ -570,6 +570,9 @@ Status Bootstrap::recv(int peer, uint32_t tag, void* data, size_t bytes) {
 }
 Result<SplitResult> Bootstrap::split(int color, int key) { return impl_->split(color, key); }
 std::optional<int> Bootstrap::unansweringPeer() const { return impl_->unansweringPeer(); }
+Result<std::unique_ptr<Bootstrap>> Bootstrap::shrink(const std::vector<int>& excluded) {
+  return impl_->shrink(excluded);
+}
 
 void setBootstrapFaultHook(BootstrapFaultHook hook) {
   gFaultHook.store(hook, std::memory_order_release);

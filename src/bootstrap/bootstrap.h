@@ -110,6 +110,14 @@ class Bootstrap {
   /// time, so this answers at once, from any thread; nullopt while none did.
   std::optional<int> unansweringPeer() const;
 
+  /// Collective over the ranks not in `excluded` (which do not call it; dead or alive, nothing of
+  /// theirs is touched): a new bootstrap of the remaining ranks, in their old order. It uses
+  /// neither the ring (a failure may have broken it) nor the rendezvous root (gone since init):
+  /// the lowest remaining rank gathers fresh listener addresses over point-to-point connections
+  /// (bootstrap_shrink.cc), so it works whichever ranks were lost, rank 0 included. Every caller
+  /// must pass the same set; a caller in it, or a set that leaves no rank, is an error.
+  Result<std::unique_ptr<Bootstrap>> shrink(const std::vector<int>& excluded);
+
   class Impl;
 
  private:

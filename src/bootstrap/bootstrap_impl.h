@@ -76,6 +76,7 @@ class Bootstrap::Impl {
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, void* data, size_t bytes);
   Result<SplitResult> split(int color, int key);
+  Result<std::unique_ptr<Bootstrap>> shrink(const std::vector<int>& excluded);
   std::optional<int> unansweringPeer();
 
  private:
@@ -111,6 +112,9 @@ class Bootstrap::Impl {
   /// still exists. A refused connection means the process is gone (an error naming it); ok
   /// otherwise.
   Status probePeer(int peer, const std::string& what);
+  /// recv, looking every half second whether `peer`'s listener still exists: a peer that exited
+  /// fails the wait at once instead of at the timeout.
+  Status recvWatching(int peer, uint32_t tag, void* data, size_t bytes, const std::string& what);
   /// Ends a wait in take(): wakes the caller and the service thread.
   void wakeService();
 
@@ -139,6 +143,7 @@ class Bootstrap::Impl {
   std::vector<Socket> p2pOut_;
   std::vector<std::optional<Status>> p2pBroken_;
   uint64_t splitCount_ = 0;
+  uint64_t shrinkCount_ = 0;
 
   // Shared with the service thread.
   std::mutex mu_;

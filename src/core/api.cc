@@ -413,6 +413,50 @@ braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* 
   return finish(status, guard.comm());
 }
 
+// ---- braidCommShrink: survivors carry on (issue #44) ------------------------------------------
+
+braidResult_t braidCommShrink(braidComm_t comm, const int* excludeRanks, int nexclude,
+                              braidComm_t* newcomm) {
+  if (newcomm == nullptr) return finish(invalidArgument("braidCommShrink: newcomm is NULL"));
+  *newcomm = nullptr;
+  CommGuard guard(comm);
+  Status status = guard.status();
+  if (status.ok()) {
+    status = guarded([&]() -> Status {
+      if (inGroup()) return invalidUsage("braidCommShrink inside a group is not supported");
+      Communicator& parent = *guard.comm()->impl;
+      const int n = parent.nranks();
+      if (nexclude < 0 || nexclude >= n) {
+        return invalidArgument("braidCommShrink: nexclude " + std::to_string(nexclude) +
+                               " outside 0.." + std::to_string(n - 1) + " (a communicator of " +
+                               std::to_string(n) + " ranks must keep at least one)");
+      }
+      if (nexclude > 0 && excludeRanks == nullptr) {
+        return invalidArgument("braidCommShrink: excludeRanks is NULL with nexclude " +
+                               std::to_string(nexclude));
+      }
+      std::vector<int> excluded(excludeRanks, excludeRanks + nexclude);
+      for (int r : excluded) {
+        if (r < 0 || r >= n) {
+          return invalidArgument("braidCommShrink: excluded rank " + std::to_string(r) +
+                                 " outside 0.." + std::to_string(n - 1));
+        }
+        if (r == parent.rank()) {
+          return invalidUsage("braidCommShrink: rank " + std::to_string(r) +
+                              " is in excludeRanks (excluded ranks do not call it)");
+        }
+      }
+      ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child, parent.shrink(excluded));
+      auto* handle = new braidComm();
+      handle->impl = std::move(child);
+      registerComm(handle);
+      *newcomm = handle;
+      return okStatus();
+    });
+  }
+  return finish(status, guard.comm());
+}
+
 braidResult_t braidCommDestroy(braidComm_t comm) {
   Result<braidComm*> retired = retire(comm, /*abortFirst=*/false);
   if (!retired.ok()) return finish(retired.status());

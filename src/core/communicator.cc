@@ -276,6 +276,11 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   return fromBootstrap(std::move(result.bootstrap), config_, makeLogger(config_));
 }
 
+Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap, bootstrap_->shrink(excluded));
+  return fromBootstrap(std::move(bootstrap), config_, makeLogger(config_));
+}
+
 size_t Communicator::PlanKeyHash::operator()(const PlanRequest& r) const {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };

@@ -36,6 +36,10 @@ class Communicator final : public ProgressClient, public DeviceClient {
 
   /// Collective: the new communicator of this rank's color (nullptr for color < 0).
   Result<std::unique_ptr<Communicator>> split(int color, int key);
+  /// Collective over the ranks not in `excluded`: a communicator of them, in their old order,
+  /// with this one's settings. It meets through Bootstrap::shrink and builds new transports, so
+  /// it works after this communicator failed; this one is left as it was.
+  Result<std::unique_ptr<Communicator>> shrink(const std::vector<int>& excluded);
 
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }

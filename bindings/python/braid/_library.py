@@ -144,6 +144,7 @@ def _declare(lib):
         "braidDataTypeSize": (size, [ctypes.c_int]),
         "braidMemAlloc": (res, [ctypes.POINTER(ptr), size]),
         "braidMemFree": (res, [ptr]),
+        "braidCommShrink": (res, [comm, c_int_p, ctypes.c_int, ctypes.POINTER(comm)]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

@@ -215,6 +215,18 @@ class Communicator:
                 "braidCommSplit", handle)
         return Communicator._adopt(child) if child.value else None
 
+    def shrink(self, exclude_ranks):
+        """Collective over the ranks not in exclude_ranks (those do not call it): a new
+        communicator of them, in their old order. Works after the communicator failed because
+        ranks died (name those); this one stays as it was, to be aborted or destroyed."""
+        excluded = sorted({int(r) for r in exclude_ranks})
+        array = (ctypes.c_int * max(len(excluded), 1))(*excluded)
+        child = ctypes.c_void_p()
+        handle = self._live()
+        L.check(L.library().braidCommShrink(handle, array, len(excluded), ctypes.byref(child)),
+                "braidCommShrink", handle)
+        return Communicator._adopt(child)
+
     def destroy(self):
         """Waits for queued work and frees the communicator (idempotent)."""
         if self._handle is not None:

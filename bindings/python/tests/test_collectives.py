@@ -147,6 +147,19 @@ def test_split():
     assert braid.launch(4, _split, timeout=120) == [2, 2, 2, 2]
 
 
+def _shrink(comm):
+    # Rank 1 leaves; the other three carry on in their old order.
+    if comm.rank == 1:
+        return None
+    with comm.shrink([1]) as rest:
+        total = rest.all_reduce(np.full(4, comm.rank, np.int64))
+        return rest.rank, rest.size, int(total[0])
+
+
+def test_shrink():
+    assert braid.launch(4, _shrink, timeout=120) == [(0, 3, 5), None, (1, 3, 5), (2, 3, 5)]
+
+
 def test_errors_carry_braid_messages():
     assert braid.launch(2, _errors, timeout=120) == [True, True]
 

@@ -519,8 +519,16 @@ static void checkShrink(ncclComm_t comm, int rank, int n) {
   CHECK(ncclCommShrink(comm, self, 1, &refused, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage &&
             refused == NULL,
         "a rank that excludes itself is refused");
-  CHECK(ncclCommShrink(comm, excluded, 1, &refused, NULL, NCCL_SHRINK_ABORT) == ncclInvalidArgument,
-        "NCCL_SHRINK_ABORT is refused");
+  CHECK(ncclCommShrink(comm, excluded, 1, &refused, NULL, 0x40) == ncclInvalidArgument &&
+            refused == NULL,
+        "unknown shrinkFlags are refused");
+  /* NCCL_SHRINK_ABORT (around failed ranks) serves a healthy communicator as well. */
+  NCCL_OK(ncclCommShrink(comm, excluded, 1, &small, NULL, NCCL_SHRINK_ABORT));
+  mine = rank;
+  sum = 0;
+  NCCL_OK(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, small, NULL));
+  CHECK(sum == (int64_t)n * (n - 1) / 2, "allreduce after NCCL_SHRINK_ABORT: %lld", (long long)sum);
+  NCCL_OK(ncclCommDestroy(small));
 }
 
 static void checkUnsupportedCalls(ncclComm_t comm) {
