@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -81,6 +82,13 @@ const std::vector<ConfigVar>& table() {
         "it has come (a rank whose part needs nobody may learn of a mismatch a call later), "
         "2: every call waits for its own check, 0: off"},
        intField(&Config::callCheck, 0, 2)},
+      {{"BRAID_REPORT_SIGNAL", "",
+        "a signal (USR1, USR2 or its number) on which each rank prints to stderr the calls it "
+        "is blocked in, the step and peer each waits on and for how long; empty: none"},
+       [](Config& c, std::string_view t) -> Status {
+         ASSIGN_OR_RETURN(c.reportSignal, parseSignal(t));
+         return okStatus();
+       }},
       {{"BRAID_NCHANNELS", "auto", "parallel channels (rings/trees) per collective, 1-32"},
        intField(&Config::nchannels, 1, kMaxChannels)},
       {{"BRAID_CHUNK_BYTES", "auto", "bytes per pipeline step and peer (e.g. 128K), 1K-16M"},
@@ -168,6 +176,20 @@ Result<double> parseSeconds(std::string_view text) {
     return invalidArgument("'" + s + "' is not a non-negative number of seconds");
   }
   return v;
+}
+
+Result<int> parseSignal(std::string_view text) {
+  if (text.empty()) return 0;
+  std::string name(text);
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  if (name == "USR1") return SIGUSR1;
+  if (name == "USR2") return SIGUSR2;
+  Result<int64_t> number = parseInteger(name, 1, SIGRTMAX);
+  if (!number.ok() || *number == SIGKILL || *number == SIGSTOP) {
+    return invalidArgument("'" + std::string(text) +
+                           "' is not a signal that can be caught (USR1, USR2 or a number)");
+  }
+  return static_cast<int>(*number);
 }
 
 Result<uint64_t> parseByteSize(std::string_view text) {

@@ -27,6 +27,8 @@ struct Config {
   double peerTimeoutSeconds = 20;
   int callCheck =
       1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
+  /// BRAID_REPORT_SIGNAL: the signal that makes each rank print what it is blocked on; 0: none.
+  int reportSignal = 0;
 
   // Data path.
   int nchannels = 0;              ///< 0 = chosen by the tuner
@@ -77,6 +79,9 @@ const std::vector<ConfigVarInfo>& configVariables();
 /// Parses a decimal integer in [lo, hi] ("-1", "42"): every integer BRAID_ variable and
 /// braid-perf's numeric options follow this rule.
 Result<int64_t> parseInteger(std::string_view text, int64_t lo, int64_t hi);
+
+/// Parses a signal that can be caught: "USR1", "SIGUSR2" or its number; "" is 0 (none).
+Result<int> parseSignal(std::string_view text);
 
 /// Parses "64K", "1M", "2G", "123" (powers of 1024) into bytes.
 Result<uint64_t> parseByteSize(std::string_view text);

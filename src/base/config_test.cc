@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 namespace braid {
 namespace {
 
@@ -63,6 +65,21 @@ TEST(Config, PeerTimeoutIsSecondsAtMostThirtyByDefault) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "BRAID_PEER_TIMEOUT: 'soon' is not a non-negative number of seconds");
+}
+
+TEST(Config, ReportSignalIsOffByDefaultAndNamesACatchableSignal) {
+  EXPECT_EQ(Config::load().value().reportSignal, 0);
+  EXPECT_EQ(Config::load({"BRAID_REPORT_SIGNAL=USR1"}).value().reportSignal, SIGUSR1);
+  EXPECT_EQ(Config::load({"BRAID_REPORT_SIGNAL=SIGUSR2"}).value().reportSignal, SIGUSR2);
+  EXPECT_EQ(Config::load({"BRAID_REPORT_SIGNAL=" + std::to_string(SIGRTMIN)}).value().reportSignal,
+            SIGRTMIN);
+  for (const char* bad : {"KILL", "9", "0", "HUP!", "usr1x"}) {
+    Result<Config> c = Config::load({std::string("BRAID_REPORT_SIGNAL=") + bad});
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().message(), std::string("BRAID_REPORT_SIGNAL: '") + bad +
+                                        "' is not a signal that can be caught (USR1, USR2 or a "
+                                        "number)");
+  }
 }
 
 TEST(Config, IntegersAreDecimalAndWithinTheirRange) {

@@ -11,6 +11,7 @@
 #include "algorithms/algorithms.h"
 #include "base/dtype.h"
 #include "device/device_dispatch.h"
+#include "executor/wait_report.h"
 #include "topology/host_id.h"
 #include "topology/locality.h"
 #include "topology/ordering.h"
@@ -85,6 +86,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& 
 
 Result<std::unique_ptr<Communicator>> Communicator::fromBootstrap(
     std::unique_ptr<Bootstrap> bootstrap, Config config, std::unique_ptr<Logger> logger) {
+  if (config.reportSignal != 0) RETURN_IF_ERROR(enableWaitReportSignal(config.reportSignal));
   std::unique_ptr<Communicator> comm(new Communicator(std::move(config), std::move(logger)));
   comm->bootstrap_ = std::move(bootstrap);
   comm->rank_ = comm->bootstrap_->rank();

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "executor/wait_report.h"
+
 namespace braid {
 namespace {
 
@@ -141,6 +143,16 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
   int64_t lastLiveness = 0;
   uint32_t spins = 0;
   std::vector<int> peers;
+  // What this thread waits on, shown by the wait report once blocked for a liveness period.
+  WaitSlot waitSlot;
+  auto publishWaits = [&]() {
+    std::vector<BlockedRun> blocked;
+    for (ProgressTask& t : tasks) {
+      if (t.finished || !t.started) continue;
+      blocked.push_back({t.client->who(), describeCall(t.run->call()), t.run->position()});
+    }
+    waitSlot.publish(std::move(blocked), idleSince);
+  };
 
   auto sweep = [&]() -> Result<bool> {
     bool moved = false;
@@ -201,6 +213,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
   while (left > 0) {
     ASSIGN_OR_RETURN(bool moved, sweep());
     if (moved) {
+      if (waitSlot.shown()) waitSlot.clear();
       if (crowdedSpin) tCrowdedSpins.record(true);
       crowdedSpin = false;
       idleSince = 0;
@@ -249,6 +262,7 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
       const bool probeLiveness = now - lastLiveness > kLivenessNs;
       if (probeLiveness) {
         lastLiveness = now;
+        publishWaits();
         for (ProgressTask& t : tasks) {
           if (t.finished) continue;
           if (Status links = t.client->checkLinks(); !links.ok()) {
