@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 #include <random>
@@ -55,7 +56,8 @@ std::string allReducesExact(braidComm_t comm) {
   }
   std::vector<float> data(kMaxCount);
   for (int call = 0; call < kCallsAfterShrink; ++call) {
-    const size_t count = call % 10 == 9 ? 0 : (size_t{1} << (call % 17)) + call % 3;
+    const size_t count =
+        call % 10 == 9 ? 0 : std::min(kMaxCount, (size_t{1} << (call % 17)) + call % 3);
     for (size_t i = 0; i < count; ++i) data[i] = valueOf(rank, call, i);
     if (braidAllReduce(data.data(), data.data(), count, braidFloat32, braidSum, comm, nullptr) !=
         braidSuccess) {
