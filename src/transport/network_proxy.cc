@@ -49,13 +49,19 @@ NetworkProxy::NetworkProxy(ProxyOptions options, std::string_view label)
 NetworkProxy::~NetworkProxy() = default;
 
 Status NetworkProxy::setUpFifos(const std::vector<int>& links) {
+  std::vector<bool> linked(options_.nranks, false);
+  for (size_t r = 0; r < linked.size() && r < links.size(); ++r) linked[r] = links[r] > 0;
+  return setUpFifos(links, linked);
+}
+
+Status NetworkProxy::setUpFifos(const std::vector<int>& links, const std::vector<bool>& linked) {
   const int n = options_.nranks;
-  std::vector<bool> linked(n, false);
   liveLinks_ = std::make_unique<std::atomic<int>[]>(n);
+  everLinked_ = std::make_unique<std::atomic<bool>[]>(n);
   for (int r = 0; r < n; ++r) {
     const int count = r < static_cast<int>(links.size()) ? links[r] : 0;
-    linked[r] = count > 0;
     liveLinks_[r].store(count);
+    everLinked_[r].store(count > 0);
   }
   armedPosts_ = std::make_unique<std::atomic<uint64_t>[]>(size_t(n) * options_.maxChannels);
   armedReleases_ = std::make_unique<std::atomic<uint64_t>[]>(size_t(n) * options_.maxChannels);
@@ -118,7 +124,10 @@ FifoView NetworkProxy::recvFifo(int peer, int channel) {
 }
 
 bool NetworkProxy::peerAlive(int peer) {
-  return !linked(peer) || linkUp(peer, std::memory_order_acquire);
+  // A peer no link of which came up yet is not known to be gone: its first link comes when
+  // either side first sends.
+  return !linked(peer) || !everLinked_[peer].load(std::memory_order_acquire) ||
+         linkUp(peer, std::memory_order_acquire);
 }
 
 std::optional<Status> NetworkProxy::failure() const {

@@ -129,6 +129,9 @@ class NetworkProxy {
   /// Lays out the FIFOs and their credit counts. links[peer]: the links (streams, a queue pair)
   /// that will carry its traffic, 0 for a peer not linked.
   Status setUpFifos(const std::vector<int>& links);
+  /// The same for a proxy whose links come later (linkOpened()): FIFOs for the peers with
+  /// linked[peer], none of them up yet, and none counted gone before its first link.
+  Status setUpFifos(const std::vector<int>& links, const std::vector<bool>& linked);
   /// Creates the eventfd behind waker() and the epoll instance, which reports it as `eventTag`.
   Status openWakeup(uint64_t eventTag);
   /// Starts the thread in run().
@@ -163,6 +166,11 @@ class NetworkProxy {
   /// Whether some link of `peer` is still up.
   bool linkUp(int peer, std::memory_order order = std::memory_order_seq_cst) const {
     return liveLinks_[peer].load(order) > 0;
+  }
+  /// A link of `peer` came up (after set-up).
+  void linkOpened(int peer) {
+    everLinked_[peer].store(true, std::memory_order_release);
+    liveLinks_[peer].fetch_add(1);
   }
   /// One link of `peer` closed; returns how many are left up.
   int linkClosed(int peer) { return liveLinks_[peer].fetch_sub(1) - 1; }
@@ -254,7 +262,8 @@ class NetworkProxy {
   Waker waker_;
   OwnedFd eventFd_;
   OwnedFd epoll_;
-  std::unique_ptr<std::atomic<int>[]> liveLinks_;  ///< per rank; 0: gone (or never linked)
+  std::unique_ptr<std::atomic<int>[]> liveLinks_;    ///< per rank; 0: gone (or never linked)
+  std::unique_ptr<std::atomic<bool>[]> everLinked_;  ///< per rank: some link of it came up
   std::atomic<bool> hasFailure_{false};
   mutable std::mutex mu_;
   std::optional<Status> failure_;

@@ -33,6 +33,7 @@ Result<SendConnector> NetworkTransport::sendConnector(int peer, int channel) {
     return internalError("no " + std::string(medium_) + " FIFO to rank " + std::to_string(peer) +
                          " channel " + std::to_string(channel));
   }
+  RETURN_IF_ERROR(connectForSend(peer));
   return SendConnector(proxy_->sendFifo(peer, channel), proxy_->waker());
 }
 

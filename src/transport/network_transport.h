@@ -40,6 +40,9 @@ class NetworkTransport : public Transport {
 
   /// Takes the proxy (none: the transport links nobody).
   void setProxy(std::unique_ptr<NetworkProxy> proxy) { proxy_ = std::move(proxy); }
+  /// Called before the first send FIFO to a linked `peer` is handed out: a transport that links
+  /// peers on first use connects here (the default links everyone at creation).
+  virtual Status connectForSend(int /*peer*/) { return okStatus(); }
   void setLinkedPeers(int peers) { linkedPeers_ = peers; }
 
  private:

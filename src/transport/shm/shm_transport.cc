@@ -14,7 +14,7 @@
 namespace braid {
 
 constexpr uint64_t kInboxMagic = 0x6272616964736d31ull;  // "braidsm1"
-constexpr size_t kHeaderBytes = 4096;
+constexpr size_t kHeaderBytes = 4096;  // the header's page; the readable map follows it
 constexpr uint32_t kLines =
     64;  // messages in flight per FIFO (BRAID_FIFO_BYTES bounds their bytes)
 constexpr size_t kFifoMetaBytes = 8192;  // FifoControl + SlotLine[kLines]
@@ -66,7 +66,10 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   t->slotBytes_ = static_cast<uint32_t>(roundUp(ctx.config->slotBytes, 64));
   t->ringBytes_ = shmRingBytes(*ctx.config);
   t->fifoStride_ = kFifoMetaBytes + kSmallAreaBytes + roundUp(t->ringBytes_, 4096);
-  const size_t bytes = kHeaderBytes + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
+  // After the header: one bit per rank, set where this rank can map that rank's shared buffers.
+  t->headerBytes_ = kHeaderBytes + roundUp((size_t(ctx.nranks) + 7) / 8, 4096);
+  const size_t bytes =
+      t->headerBytes_ + size_t(ctx.nranks) * size_t(ctx.maxChannels) * t->fifoStride_;
 
   removeStaleSegments();
   const std::string myName = makeSegmentName();
@@ -140,23 +143,35 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   Waker& waker = t->header(ctx.rank)->waker;
   waker.hostRanks = static_cast<uint32_t>(hostRanks);
   waker.hostCpus = static_cast<uint32_t>(CPU_COUNT(&hostCpus));
-  // Which peers' shared buffers this rank can map; gathered (a barrier too: everyone has mapped
-  // everything it needs, so the names can go) since a sender lends only what its receiver reads.
-  std::vector<uint8_t> readable(size_t(ctx.nranks) * ctx.nranks, 0);
+  // Which peers' shared buffers this rank can map, as bits in its own inbox that its host's ranks
+  // read after the barrier (a barrier too: everyone has mapped everything it needs, so the names
+  // can go). A sender lends only what its receiver reads; nothing here grows with n^2.
+  uint8_t* myReadable = t->readableMap(ctx.rank);
   for (int r = 0; r < ctx.nranks; ++r) {
     if (r == ctx.rank || t->inboxes_[r].data() == nullptr) continue;
-    readable[size_t(ctx.rank) * ctx.nranks + r] =
-        t->pids_[r] != 0 && canOpenPeerFd(t->pids_[r], names[r].probeFd);
+    if (t->pids_[r] != 0 && canOpenPeerFd(t->pids_[r], names[r].probeFd)) {
+      myReadable[r / 8] |= uint8_t(1u << (r % 8));
+    }
   }
-  Status gathered = ctx.bootstrap->allGather(readable.data(), ctx.nranks);
+  std::atomic_thread_fence(std::memory_order_release);
+  Status gathered = ctx.bootstrap->barrier();
+  std::atomic_thread_fence(std::memory_order_acquire);
   t->inboxes_[ctx.rank].unlink();
   RETURN_IF_ERROR(gathered);
   RETURN_IF_ERROR(openStatus);
-  t->setUpLending(readable);
+  t->setUpLending();
   return t;
 }
 
-void ShmTransport::setUpLending(const std::vector<uint8_t>& readable) {
+uint8_t* ShmTransport::readableMap(int rank) const {
+  return reinterpret_cast<uint8_t*>(inboxes_[rank].data()) + kHeaderBytes;
+}
+
+bool ShmTransport::canRead(int reader, int owner) const {
+  return (readableMap(reader)[owner / 8] >> (owner % 8)) & 1u;
+}
+
+void ShmTransport::setUpLending() {
   lending_.assign(nranks_, Lending::kNone);
   readers_.resize(nranks_);
   for (int r = 0; r < nranks_; ++r) {
@@ -164,10 +179,10 @@ void ShmTransport::setUpLending(const std::vector<uint8_t>& readable) {
     const bool sameProcess = pids_[r] == getpid();
     if (sameProcess) {
       lending_[r] = Lending::kSameProcess;
-    } else if (readable[size_t(r) * nranks_ + rank_] != 0) {
+    } else if (canRead(r, rank_)) {
       lending_[r] = Lending::kSharedBuffers;
     }
-    if (sameProcess || readable[size_t(rank_) * nranks_ + r] != 0) {
+    if (sameProcess || canRead(rank_, r)) {
       readers_[r] = std::make_unique<PeerBufferReader>(pids_[r], sameProcess);
     }
   }
@@ -182,7 +197,7 @@ bool ShmTransport::canConnect(int peer) const {
 }
 
 FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
-  char* base = inboxes_[receiver].data() + kHeaderBytes +
+  char* base = inboxes_[receiver].data() + headerBytes_ +
                (size_t(sender) * maxChannels_ + channel) * fifoStride_;
   FifoView v;
   v.control = reinterpret_cast<FifoControl*>(base);
@@ -199,7 +214,7 @@ FifoView ShmTransport::fifo(int receiver, int sender, int channel) const {
 
 Status ShmTransport::reserveFifo(int receiver, int sender, int channel) {
   const int peer = receiver == rank_ ? sender : receiver;
-  const size_t offset = kHeaderBytes + (size_t(sender) * maxChannels_ + channel) * fifoStride_;
+  const size_t offset = headerBytes_ + (size_t(sender) * maxChannels_ + channel) * fifoStride_;
   return inboxes_[receiver]
       .reserve(offset, fifoStride_)
       .withContext("FIFO with rank " + std::to_string(peer));

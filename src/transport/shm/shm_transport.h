@@ -48,8 +48,11 @@ class ShmTransport final : public Transport {
   InboxHeader* header(int rank) const;
   FifoView fifo(int receiver, int sender, int channel) const;
   Status reserveFifo(int receiver, int sender, int channel);
-  /// readable[r * nranks + s]: rank r can map rank s's shared buffers.
-  void setUpLending(const std::vector<uint8_t>& readable);
+  /// The bits in `rank`'s inbox: which ranks' shared buffers it can map.
+  uint8_t* readableMap(int rank) const;
+  /// Whether `reader` can map `owner`'s shared buffers (both on this host).
+  bool canRead(int reader, int owner) const;
+  void setUpLending();
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -57,6 +60,7 @@ class ShmTransport final : public Transport {
   uint32_t slotBytes_ = 0;
   uint64_t ringBytes_ = 0;  ///< payload bytes in flight per FIFO (FifoView::dataBytes)
   size_t fifoStride_ = 0;
+  size_t headerBytes_ = 0;             ///< the header's page and the readable map
   std::vector<ShmSegment> inboxes_;    ///< by rank; unmapped (size 0) for peers not on this host
   std::vector<int> pids_;              ///< pid per rank when comparable, else 0
   std::vector<ProcessWatch> watches_;  ///< by rank: peer processes of this pid namespace

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -44,8 +45,8 @@ struct Pending {
 enum class Advance { kMore, kDrop, kAdmitted };
 
 /// Feeds what the connection has sent through the handshake, then the identify message.
-Advance advance(Pending& p, const MeshPlan& plan, std::vector<std::vector<bool>>& seen,
-                std::vector<PeerStream>& admitted) {
+Advance advance(Pending& p, const MeshPlan& plan, bool anyPeer,
+                std::vector<std::vector<bool>>& seen, std::vector<PeerStream>& admitted) {
   for (;;) {
     size_t got = 0;
     const Socket::Io io =
@@ -70,7 +71,7 @@ Advance advance(Pending& p, const MeshPlan& plan, std::vector<std::vector<bool>>
     const int n = static_cast<int>(plan.streams.size());
     const int peer = static_cast<int>(id.rank);
     if (id.magic != socketwire::kIdentifyMagic || id.rank >= static_cast<uint32_t>(n) ||
-        peer >= plan.rank || plan.streams[peer] == 0 ||
+        peer == plan.rank || (!anyPeer && peer > plan.rank) || plan.streams[peer] == 0 ||
         id.nstreams != static_cast<uint32_t>(plan.streams[peer]) || id.stream >= id.nstreams ||
         seen[peer][id.stream]) {
       return Advance::kDrop;
@@ -99,21 +100,21 @@ Result<InterfaceAddress> chooseTransportInterface(const std::vector<InterfaceAdd
   return chooseInterface(interfaces, "");
 }
 
-Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& key,
-                                              const MeshPlan& plan, const Deadline& deadline,
-                                              double handshakeSeconds) {
+namespace {
+
+/// Accepts streams until `enough` says so or the deadline passes; `admit` takes each stream as it
+/// passes the handshake. anyPeer: from any rank of the plan, else from lower ranks only.
+Status acceptLoop(Socket& listener, const Secret& key, const MeshPlan& plan, bool anyPeer,
+                  const Deadline& deadline, double handshakeSeconds,
+                  const std::function<bool()>& enough, const std::function<void(PeerStream)>& admit,
+                  const std::string& waitingFor) {
   const int n = static_cast<int>(plan.streams.size());
-  size_t expected = 0;
-  for (int p = 0; p < plan.rank && p < n; ++p) expected += static_cast<size_t>(plan.streams[p]);
   std::vector<std::vector<bool>> seen(n);
   for (int p = 0; p < n; ++p) seen[p].assign(static_cast<size_t>(plan.streams[p]), false);
-  std::vector<PeerStream> admitted;
   std::vector<std::unique_ptr<Pending>> pending;
   constexpr size_t kMaxPending = 256;
-  while (admitted.size() < expected) {
-    RETURN_IF_ERROR(deadline.check("socket transport: waiting for " +
-                                   std::to_string(expected - admitted.size()) +
-                                   " streams from lower ranks"));
+  while (!enough()) {
+    RETURN_IF_ERROR(deadline.check(waitingFor));
     std::vector<pollfd> fds;
     fds.push_back({listener.fd(), POLLIN, 0});
     for (const auto& p : pending) fds.push_back({p->socket.fd(), POLLIN, 0});
@@ -131,10 +132,12 @@ Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& ke
     const auto now = std::chrono::steady_clock::now();
     for (size_t i = 0; i < pending.size();) {
       Advance a = Advance::kMore;
+      std::vector<PeerStream> admitted;
       if (fds.size() > i + 1 && fds[i + 1].fd == pending[i]->socket.fd() &&
           fds[i + 1].revents != 0) {
-        a = advance(*pending[i], plan, seen, admitted);
+        a = advance(*pending[i], plan, anyPeer, seen, admitted);
       }
+      for (PeerStream& stream : admitted) admit(std::move(stream));
       if (a == Advance::kMore && now > pending[i]->deadline) a = Advance::kDrop;
       if (a == Advance::kMore) {
         ++i;
@@ -145,7 +148,46 @@ Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& ke
       if (i + 1 < fds.size()) fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i + 1));
     }
   }
+  return okStatus();
+}
+
+}  // namespace
+
+Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& key,
+                                              const MeshPlan& plan, const Deadline& deadline,
+                                              double handshakeSeconds) {
+  const int n = static_cast<int>(plan.streams.size());
+  size_t expected = 0;
+  for (int p = 0; p < plan.rank && p < n; ++p) expected += static_cast<size_t>(plan.streams[p]);
+  std::vector<PeerStream> admitted;
+  RETURN_IF_ERROR(acceptLoop(
+      listener, key, plan, /*anyPeer=*/false, deadline, handshakeSeconds,
+      [&] { return admitted.size() >= expected; },
+      [&](PeerStream s) { admitted.push_back(std::move(s)); },
+      "socket transport: waiting for streams from lower ranks"));
   return admitted;
+}
+
+Result<std::vector<PeerStream>> connectPeer(const Secret& key, const MeshPlan& plan, int p,
+                                            const Deadline& deadline) {
+  std::vector<PeerStream> out;
+  for (int s = 0; s < plan.streams[p]; ++s) {
+    const std::string what = "socket transport: stream " + std::to_string(s) + " to rank " +
+                             std::to_string(p) + " at " + plan.addresses[p].toString();
+    ASSIGN_OR_RETURN(Socket socket, Socket::connectTo(plan.addresses[p], deadline, what,
+                                                      /*retryRefused=*/false));
+    RETURN_IF_ERROR(authenticateAsClient(socket, key, deadline, what));
+    const Identify id{socketwire::kIdentifyMagic, static_cast<uint32_t>(plan.rank),
+                      static_cast<uint32_t>(s), static_cast<uint32_t>(plan.streams[p])};
+    RETURN_IF_ERROR(socket.writeAll(&id, sizeof(id), deadline, what));
+    uint32_t ack = 0;
+    RETURN_IF_ERROR(socket.readAll(&ack, sizeof(ack), deadline, what + ": acceptance"));
+    if (ack != socketwire::kAcceptMagic) {
+      return remoteError(what + ": rank " + std::to_string(p) + " did not accept the stream");
+    }
+    out.push_back(PeerStream{p, s, std::move(socket)});
+  }
+  return out;
 }
 
 Result<std::vector<PeerStream>> connectStreams(const Secret& key, const MeshPlan& plan,
@@ -153,22 +195,8 @@ Result<std::vector<PeerStream>> connectStreams(const Secret& key, const MeshPlan
   std::vector<PeerStream> out;
   const int n = static_cast<int>(plan.streams.size());
   for (int p = plan.rank + 1; p < n; ++p) {
-    for (int s = 0; s < plan.streams[p]; ++s) {
-      const std::string what = "socket transport: stream " + std::to_string(s) + " to rank " +
-                               std::to_string(p) + " at " + plan.addresses[p].toString();
-      ASSIGN_OR_RETURN(Socket socket, Socket::connectTo(plan.addresses[p], deadline, what,
-                                                        /*retryRefused=*/false));
-      RETURN_IF_ERROR(authenticateAsClient(socket, key, deadline, what));
-      const Identify id{socketwire::kIdentifyMagic, static_cast<uint32_t>(plan.rank),
-                        static_cast<uint32_t>(s), static_cast<uint32_t>(plan.streams[p])};
-      RETURN_IF_ERROR(socket.writeAll(&id, sizeof(id), deadline, what));
-      uint32_t ack = 0;
-      RETURN_IF_ERROR(socket.readAll(&ack, sizeof(ack), deadline, what + ": acceptance"));
-      if (ack != socketwire::kAcceptMagic) {
-        return remoteError(what + ": rank " + std::to_string(p) + " did not accept the stream");
-      }
-      out.push_back(PeerStream{p, s, std::move(socket)});
-    }
+    ASSIGN_OR_RETURN(std::vector<PeerStream> streams, connectPeer(key, plan, p, deadline));
+    for (PeerStream& s : streams) out.push_back(std::move(s));
   }
   return out;
 }
@@ -198,6 +226,42 @@ Result<std::vector<PeerStream>> buildMesh(Socket& listener, const Secret& key, c
   std::vector<PeerStream> all = std::move(*accepted).value();
   for (PeerStream& s : connected.value()) all.push_back(std::move(s));
   return all;
+}
+
+}  // namespace braid
+
+namespace braid {
+
+Result<std::unique_ptr<StreamAcceptor>> StreamAcceptor::start(Socket listener, const Secret& key,
+                                                              MeshPlan plan,
+                                                              double handshakeSeconds,
+                                                              Deliver deliver) {
+  std::unique_ptr<StreamAcceptor> a(new StreamAcceptor());
+  a->listener_ = std::move(listener);
+  a->key_ = key;
+  a->plan_ = std::move(plan);
+  a->handshakeSeconds_ = handshakeSeconds;
+  a->deliver_ = std::move(deliver);
+  try {
+    a->thread_ = std::thread([raw = a.get()] { raw->run(); });
+  } catch (const std::system_error& e) {
+    return systemError(std::string("socket transport: acceptor thread: ") + e.what());
+  }
+  return a;
+}
+
+StreamAcceptor::~StreamAcceptor() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void StreamAcceptor::run() {
+  // Runs until stopped: the deadline never passes, the stop flag ends the wait within a poll.
+  (void)acceptLoop(
+      listener_, key_, plan_, /*anyPeer=*/true, Deadline::never(&stop_), handshakeSeconds_,
+      [] { return false; }, [this](PeerStream s) { deliver_(std::move(s)); },
+      "socket transport: accepting streams");
+  endThreadCrypto();
 }
 
 }  // namespace braid

@@ -10,7 +10,11 @@
 // calling thread connects, so no rank waits on another's order of work.
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
@@ -46,6 +50,10 @@ Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& ke
                                               const MeshPlan& plan, const Deadline& deadline,
                                               double handshakeSeconds);
 
+/// Opens this rank's plan.streams[peer] streams to `peer`.
+Result<std::vector<PeerStream>> connectPeer(const Secret& key, const MeshPlan& plan, int peer,
+                                            const Deadline& deadline);
+
 /// Opens this rank's streams to every higher rank of the plan.
 Result<std::vector<PeerStream>> connectStreams(const Secret& key, const MeshPlan& plan,
                                                const Deadline& deadline);
@@ -54,5 +62,32 @@ Result<std::vector<PeerStream>> connectStreams(const Secret& key, const MeshPlan
 /// (0: no limit); every stream of the plan.
 Result<std::vector<PeerStream>> buildMesh(Socket& listener, const Secret& key, const MeshPlan& plan,
                                           double timeoutSeconds);
+
+/// Accepts, on a thread of its own for as long as it lives, the streams any rank of the plan opens
+/// to this rank (connectPeer), handing each to `deliver` (on that thread) once it passed the
+/// handshake. Strangers, and streams a rank should not open or opens twice, are dropped.
+class StreamAcceptor {
+ public:
+  using Deliver = std::function<void(PeerStream)>;
+  static Result<std::unique_ptr<StreamAcceptor>> start(Socket listener, const Secret& key,
+                                                       MeshPlan plan, double handshakeSeconds,
+                                                       Deliver deliver);
+  /// Stops accepting (within a poll interval) and closes the listener.
+  ~StreamAcceptor();
+  StreamAcceptor(const StreamAcceptor&) = delete;
+  StreamAcceptor& operator=(const StreamAcceptor&) = delete;
+
+ private:
+  StreamAcceptor() = default;
+  void run();
+
+  Socket listener_;
+  Secret key_{};
+  MeshPlan plan_;
+  double handshakeSeconds_ = 5;
+  Deliver deliver_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 }  // namespace braid

@@ -48,37 +48,57 @@ SocketProxy::SocketProxy(ProxyOptions options)
     : NetworkProxy(std::move(options), "socket transport") {}
 
 Result<std::unique_ptr<SocketProxy>> SocketProxy::start(ProxyOptions options,
-                                                        std::vector<PeerStream> streams) {
+                                                        const std::vector<bool>& linked) {
   std::unique_ptr<SocketProxy> p(new SocketProxy(std::move(options)));
   const int n = p->options().nranks;
-  std::sort(streams.begin(), streams.end(), [](const PeerStream& a, const PeerStream& b) {
-    return a.peer != b.peer ? a.peer < b.peer : a.index < b.index;
-  });
   p->peerStreams_.resize(n);
-  std::vector<int> links(n, 0);
-  p->streams_.resize(streams.size());
-  for (size_t i = 0; i < streams.size(); ++i) {
-    Stream& s = p->streams_[i];
-    s.peer = streams[i].peer;
-    s.socket = std::move(streams[i].socket);
-    s.rx = std::make_unique<char[]>(kRxBytes);
-    p->peerStreams_[s.peer].push_back(static_cast<int>(i));
-    ++links[s.peer];
-  }
-  RETURN_IF_ERROR(p->setUpFifos(links));
+  RETURN_IF_ERROR(p->setUpFifos(std::vector<int>(n, 0), linked));
   p->allocate();
-
   RETURN_IF_ERROR(p->openWakeup(kEventTag));
-  epoll_event ev{};
-  for (size_t i = 0; i < p->streams_.size(); ++i) {
-    ev.events = EPOLLIN;
-    ev.data.u64 = i;
-    if (::epoll_ctl(p->epollFd(), EPOLL_CTL_ADD, p->streams_[i].socket.fd(), &ev) != 0) {
-      return errnoError("socket transport: epoll_ctl", errno);
-    }
-  }
   RETURN_IF_ERROR(p->startThread());
   return p;
+}
+
+void SocketProxy::adopt(PeerStream stream) {
+  {
+    std::lock_guard<std::mutex> lock(adoptMutex_);
+    adopted_.push_back(std::move(stream));
+  }
+  adoptPending_.store(true, std::memory_order_release);
+  wakeProxy();
+}
+
+void SocketProxy::takeAdopted() {
+  if (!adoptPending_.load(std::memory_order_acquire)) return;
+  std::vector<PeerStream> taken;
+  {
+    std::lock_guard<std::mutex> lock(adoptMutex_);
+    taken.swap(adopted_);
+    adoptPending_.store(false, std::memory_order_relaxed);
+  }
+  for (PeerStream& in : taken) {
+    if (in.peer < 0 || in.peer >= options().nranks || !linked(in.peer)) continue;
+    const size_t id = streams_.size();
+    // A peer whose streams closed stays gone: one that comes back is a stranger to its calls.
+    const bool gone = !peerStreams_[in.peer].empty() && !linkUp(in.peer);
+    if (gone) continue;
+    streams_.emplace_back();
+    Stream& s = streams_.back();
+    s.peer = in.peer;
+    s.socket = std::move(in.socket);
+    s.rx.reset(new char[kRxBytes]);  // not zeroed: pages come as data does
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epollFd(), EPOLL_CTL_ADD, s.socket.fd(), &ev) != 0) {
+      recordFailure(std::string("epoll_ctl: ") + std::strerror(errno));
+      streams_.pop_back();
+      continue;
+    }
+    peerStreams_[in.peer].push_back(static_cast<int>(id));
+    linkOpened(in.peer);
+  }
+  wakeRank();
 }
 
 void SocketProxy::allocate() {
@@ -116,6 +136,7 @@ void SocketProxy::run() {
   for (;;) {
     const Mode mode = currentMode(std::memory_order_acquire);
     if (mode == Mode::kStop) break;
+    takeAdopted();
     // Before the flush check: a connector opened just before close() must be seen to be flushed.
     fifos().refreshOpened();
     if (mode == Mode::kFlush) {

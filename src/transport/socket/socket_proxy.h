@@ -25,8 +25,10 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,9 +42,15 @@ namespace braid {
 
 class SocketProxy final : public NetworkProxy {
  public:
-  /// Takes the streams of every linked peer and starts the thread.
+  /// Lays out FIFOs for the peers with linked[peer] and starts the thread. Their streams come
+  /// later, through adopt(), when either side first sends.
   static Result<std::unique_ptr<SocketProxy>> start(ProxyOptions options,
-                                                    std::vector<PeerStream> streams);
+                                                    const std::vector<bool>& linked);
+  /// Hands the proxy a stream of a linked peer (any thread); it carries traffic in both
+  /// directions once the proxy thread has taken it in.
+  void adopt(PeerStream stream);
+  /// Whether the proxy thread has taken in a stream of `peer` that is still up.
+  bool carries(int peer) const { return linkUp(peer); }
   /// Stops without flushing unless close() ran first.
   ~SocketProxy() override;
 
@@ -88,6 +96,8 @@ class SocketProxy final : public NetworkProxy {
 
   explicit SocketProxy(ProxyOptions options);
   void allocate();
+  /// Takes in the streams adopt() queued (the proxy thread).
+  void takeAdopted();
 
   void run() override;
   void stopped() override;
@@ -113,6 +123,10 @@ class SocketProxy final : public NetworkProxy {
   std::vector<Stream> streams_;
   std::vector<SendState> send_;  ///< by FIFO index
   std::vector<RecvState> recv_;
+
+  std::mutex adoptMutex_;
+  std::vector<PeerStream> adopted_;  ///< under adoptMutex_: streams not yet taken in
+  std::atomic<bool> adoptPending_{false};
 };
 
 }  // namespace braid

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "base/config.h"
 #include "base/log.h"
@@ -14,14 +15,15 @@ namespace {
 constexpr std::string_view kKeyLabel = "braid socket transport v1";
 
 /// What each rank tells the others: where it listens, how many streams it opens per peer, and
-/// (after this fixed part) one bit per rank it wants to reach over TCP.
+/// which peers it wants to reach over TCP, as a rule (every peer on another host, or none) and the
+/// peers it wants against that rule (sent apart, usually none).
 struct Hello {
   uint8_t address[SocketAddress::kWireBytes];
   uint32_t nstreams;
-  uint32_t listening;  ///< 0 when this rank could not open a listener
+  uint32_t listening;    ///< 0 when this rank could not open a listener
+  uint32_t wantsRemote;  ///< the rule: 1 wants every peer on another host, 0 none
+  uint32_t exceptions;   ///< how many peers break the rule
 };
-
-size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
 
@@ -59,42 +61,69 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
     }
   }
 
-  const size_t maskBytes = (size_t(n) + 7) / 8;
-  const size_t block = roundUp(sizeof(Hello) + maskBytes, 8);
-  std::vector<uint8_t> table(block * size_t(n), 0);
+  // The rule that fits this rank's wishes best, and the peers that break it.
+  const std::vector<PeerInfo>* peers = ctx.peers;
+  auto remote = [&](int a, int b) {
+    return peers != nullptr && (*peers)[a].hostHash != (*peers)[b].hostHash;
+  };
+  auto wantedBy = [&](int p) { return p != me && p < int(wanted.size()) && wanted[p]; };
+  int remoteWanted = 0, remoteCount = 0;
+  for (int p = 0; p < n; ++p) {
+    if (p == me || !remote(me, p)) continue;
+    ++remoteCount;
+    remoteWanted += wantedBy(p) ? 1 : 0;
+  }
+  const bool wantsRemote = 2 * remoteWanted > remoteCount;
+  std::vector<uint32_t> myExceptions;
+  for (int p = 0; p < n; ++p) {
+    if (p != me && wantedBy(p) != (wantsRemote && remote(me, p))) myExceptions.push_back(p);
+  }
+  std::vector<Hello> hellos(n);
   {
-    uint8_t* mine = table.data() + block * size_t(me);
-    Hello hello{};
+    Hello& hello = hellos[me];
+    hello = Hello{};
     if (listenStatus.ok() && address.valid()) {
       address.toWire(hello.address);
       hello.listening = 1;
     }
     hello.nstreams = static_cast<uint32_t>(ctx.config->socketNstreams);
-    std::memcpy(mine, &hello, sizeof(hello));
-    for (int p = 0; p < n && p < static_cast<int>(wanted.size()); ++p) {
-      if (wanted[p] && p != me) mine[sizeof(Hello) + p / 8] |= uint8_t(1u << (p % 8));
+    hello.wantsRemote = wantsRemote ? 1 : 0;
+    hello.exceptions = static_cast<uint32_t>(myExceptions.size());
+  }
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(hellos.data(), sizeof(Hello))
+                      .withContext("socket transport: exchanging addresses"));
+  // The exceptions, when any rank has some: a block of the largest count per rank.
+  uint32_t most = 0;
+  for (const Hello& h : hellos) most = std::max(most, h.exceptions);
+  // wantsMe[p]: p's wishes include this rank.
+  std::vector<bool> wantsMe(n, false);
+  for (int p = 0; p < n; ++p) {
+    wantsMe[p] = p != me && hellos[p].wantsRemote != 0 && remote(p, me);
+  }
+  if (most > 0) {
+    if (most > uint32_t(n)) return internalError("socket transport: a rank lists too many peers");
+    std::vector<uint32_t> table(size_t(most) * size_t(n), UINT32_MAX);
+    std::copy(myExceptions.begin(), myExceptions.end(), table.begin() + size_t(most) * me);
+    RETURN_IF_ERROR(ctx.bootstrap->allGather(table.data(), most * sizeof(uint32_t))
+                        .withContext("socket transport: exchanging the peers each rank wants"));
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      for (uint32_t i = 0; i < hellos[p].exceptions && i < most; ++i) {
+        if (table[size_t(most) * p + i] == uint32_t(me)) wantsMe[p] = !wantsMe[p];
+      }
     }
   }
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(table.data(), block)
-                      .withContext("socket transport: exchanging addresses"));
 
-  auto hello = [&](int r) {
-    Hello h;
-    std::memcpy(&h, table.data() + block * size_t(r), sizeof(h));
-    return h;
-  };
-  auto wants = [&](int a, int b) {
-    return (table[block * size_t(a) + sizeof(Hello) + b / 8] >> (b % 8)) & 1u;
-  };
-  MeshPlan plan;
+  MeshPlan& plan = t->plan_;
   plan.rank = me;
   plan.addresses.resize(n);
   plan.streams.assign(n, 0);
-  const uint32_t mineStreams = hello(me).nstreams;
+  std::vector<bool> linked(n, false);
+  const uint32_t mineStreams = hellos[me].nstreams;
   int linkedPeers = 0;
   for (int p = 0; p < n; ++p) {
-    if (p == me || !(wants(me, p) || wants(p, me))) continue;
-    const Hello h = hello(p);
+    if (p == me || !(wantedBy(p) || wantsMe[p])) continue;
+    const Hello& h = hellos[p];
     if (!h.listening) {
       return systemError("socket transport: rank " + std::to_string(p) +
                          " could not open a TCP listener");
@@ -104,30 +133,66 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
     // Both ends must agree on the count: the smaller wish wins.
     plan.streams[p] =
         static_cast<int>(std::clamp<uint32_t>(std::min(mineStreams, h.nstreams), 1, 16));
+    linked[p] = true;
     ++linkedPeers;
     t->streamsPerPeer_ = std::max(t->streamsPerPeer_, plan.streams[p]);
   }
   t->address_ = address.valid() ? address.toString() : "none";
   t->setLinkedPeers(linkedPeers);
-
-  std::vector<PeerStream> streams;
-  if (linkedPeers > 0) {
-    ASSIGN_OR_RETURN(const Secret key, ctx.bootstrap->deriveKey(kKeyLabel));
-    ASSIGN_OR_RETURN(streams, buildMesh(listener, key, plan, timeout));
-  }
-  // A peer whose host goes down or is cut off resets nothing: the kernel ends its streams once it
-  // stops answering, and the proxy then finds them broken as it would after a reset.
-  for (PeerStream& stream : streams) stream.socket.setPeerTimeout(ctx.config->peerTimeoutSeconds);
-  listener.close();
+  t->timeoutSeconds_ = timeout;
+  t->abort_ = ctx.abort;
+  t->connected_ = std::make_unique<std::atomic<bool>[]>(n);
+  t->peerTimeoutSeconds_ = ctx.config->peerTimeoutSeconds;
 
   ASSIGN_OR_RETURN(std::unique_ptr<SocketProxy> proxy,
-                   SocketProxy::start(proxyOptions(ctx), std::move(streams)));
+                   SocketProxy::start(proxyOptions(ctx), linked));
+  t->proxy_ = proxy.get();
   t->setProxy(std::move(proxy));
-  if (linkedPeers > 0 && ctx.logger != nullptr) {
-    BRAID_LOG(*ctx.logger, kInfo, kNet, "socket transport on %s: %d peers, %d streams each",
-              t->address_.c_str(), linkedPeers, t->streamsPerPeer_);
+  if (linkedPeers > 0) {
+    ASSIGN_OR_RETURN(t->key_, ctx.bootstrap->deriveKey(kKeyLabel));
+    SocketTransport* raw = t.get();
+    ASSIGN_OR_RETURN(t->acceptor_,
+                     StreamAcceptor::start(std::move(listener), t->key_, plan,
+                                           /*handshakeSeconds=*/5, [raw](PeerStream stream) {
+                                             raw->connected_[stream.peer].store(true);
+                                             raw->adopt(std::move(stream));
+                                           }));
+    if (ctx.logger != nullptr) {
+      BRAID_LOG(*ctx.logger, kInfo, kNet,
+                "socket transport on %s: %d peers linked, %d streams each, opened on first use",
+                t->address_.c_str(), linkedPeers, t->streamsPerPeer_);
+    }
   }
   return t;
+}
+
+Status SocketTransport::connectForSend(int peer) {
+  if (connected_[peer].load(std::memory_order_acquire)) return okStatus();
+  ASSIGN_OR_RETURN(std::vector<PeerStream> streams,
+                   connectPeer(key_, plan_, peer, Deadline::after(timeoutSeconds_, abort_)));
+  connected_[peer].store(true, std::memory_order_release);
+  for (PeerStream& s : streams) adopt(std::move(s));
+  // Until the proxy thread has taken them in, a failure notice would pass this peer by.
+  const Deadline deadline = Deadline::after(timeoutSeconds_, abort_);
+  while (!proxy_->carries(peer)) {
+    RETURN_IF_ERROR(deadline.check("socket transport: handing rank " + std::to_string(peer) +
+                                   "'s streams to the proxy"));
+    std::this_thread::yield();
+  }
+  return okStatus();
+}
+
+void SocketTransport::adopt(PeerStream stream) {
+  // A peer whose host goes down or is cut off resets nothing: the kernel ends its streams once it
+  // stops answering, and the proxy then finds them broken as it would after a reset.
+  stream.socket.setPeerTimeout(peerTimeoutSeconds_);
+  proxy_->adopt(std::move(stream));
+}
+
+int SocketTransport::connectedPeers() const {
+  int count = 0;
+  for (size_t p = 0; p < plan_.streams.size(); ++p) count += connected_[p].load() ? 1 : 0;
+  return count;
 }
 
 }  // namespace braid

@@ -5,17 +5,27 @@
 // those streams (socket_proxy.h), so the executor sees the same FIFOs as over shared memory. A
 // pair is linked when either rank asks for it at create(), so both ends always agree.
 //
+// Streams are opened on first use, not at create(): the first time this rank sends to a linked
+// peer that it has no streams with, it opens them to the peer's listener, where an acceptor thread
+// takes them in (in either direction, whoever sends first); the pair then uses them both ways. A
+// rank thus holds streams, staging buffers and FIFO pages only for the peers its plans and sends
+// use: O(1) per channel for rings and trees, O(log n) for halving and doubling. create() exchanges
+// O(1) bytes per rank (an address, a stream count and the rare peers a rank links against its
+// host's rule), so nothing in it grows as n^2.
+//
 // Failure: a peer whose streams close, or whose host stops answering for BRAID_PEER_TIMEOUT (TCP
 // keepalive and user timeout on every stream), is reported by peerAlive(), a malformed frame by
 // failure(), a peer's failure notice by peerFailure(); these, notifyFailure() and the flush at
 // destruction are NetworkTransport's (network_transport.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "transport/network_transport.h"
+#include "transport/socket/socket_connect.h"
 
 namespace braid {
 
@@ -31,12 +41,29 @@ class SocketTransport final : public NetworkTransport {
   const std::string& address() const { return address_; }
   /// Streams per linked peer.
   int streamsPerPeer() const { return streamsPerPeer_; }
+  /// Peers that streams link this rank with so far.
+  int connectedPeers() const;
 
  private:
   explicit SocketTransport(const TransportContext& ctx) : NetworkTransport(ctx, "TCP") {}
 
+  /// Opens the streams to `peer` unless some already link the pair.
+  Status connectForSend(int peer) override;
+  /// Hands a stream opened by either side to the proxy, with the peer timeout set on it.
+  void adopt(PeerStream stream);
+
   int streamsPerPeer_ = 0;
   std::string address_;
+  class SocketProxy* proxy_ = nullptr;  ///< owned by NetworkTransport
+  MeshPlan plan_;                       ///< every rank's listener, streams per linked peer
+  Secret key_{};
+  double timeoutSeconds_ = 0;
+  double peerTimeoutSeconds_ = 0;  ///< BRAID_PEER_TIMEOUT, set on every stream
+  const std::atomic<bool>* abort_ = nullptr;
+  /// Per peer: whether streams link the pair (opened by either side).
+  std::unique_ptr<std::atomic<bool>[]> connected_;
+  /// Last member: stops (and stops handing streams to the proxy) before the rest goes.
+  std::unique_ptr<StreamAcceptor> acceptor_;
 };
 
 }  // namespace braid

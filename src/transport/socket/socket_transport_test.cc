@@ -258,6 +258,9 @@ TEST(SocketTransport, PeerThatGoesAwayIsReported) {
   const Config config = testConfig(2, 64 * 1024, 2);
   expectAllOk(runRanks(2, config, [](RankEnv& env, std::unique_ptr<SocketTransport>& t) {
     if (env.rank == 0 && !t->peerAlive(1)) return internalError("rank 1 reported gone too early");
+    // Streams open on first use: rank 0 sends first, so the pair is linked.
+    if (env.rank == 0) RETURN_IF_ERROR(t->sendConnector(1, 0).status());
+    if (env.rank == 0 && !t->peerAlive(1)) return internalError("rank 1 gone once linked");
     RETURN_IF_ERROR(env.bootstrap->barrier());  // rank 1 leaves only after rank 0 looked
     if (env.rank == 1) {
       env.abort->store(true);  // no flush, no linger: as if the process died
@@ -278,6 +281,9 @@ TEST(SocketTransport, FailureNoticeReachesPeers) {
   const Config config = testConfig(2, 64 * 1024, 1);
   expectAllOk(runRanks(3, config, [](RankEnv& env, std::unique_ptr<SocketTransport>& t) {
     if (env.rank == 2) {
+      // Streams open on first use: the notice goes to the peers rank 2 has sent to.
+      RETURN_IF_ERROR(t->sendConnector(0, 0).status());
+      RETURN_IF_ERROR(t->sendConnector(1, 0).status());
       t->notifyFailure(2, PeerFailure{invalidUsage("mismatched call"), /*collectivesDone=*/7});
     }
     if (env.rank != 2) {

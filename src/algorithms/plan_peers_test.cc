@@ -1,0 +1,67 @@
+#include "algorithms/plan_peers.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "algorithms/algorithms.h"
+
+namespace braid {
+namespace {
+
+constexpr int kRanks = 1024;
+constexpr int kChannels = 4;
+
+PlanRequest allReduce(Algorithm algo, int rank) {
+  PlanRequest r;
+  r.coll = Collective::kAllReduce;
+  r.algo = algo;
+  r.nranks = kRanks;
+  r.rank = rank;
+  r.count = uint64_t{1} << 20;  // enough for every channel and step
+  r.elemSize = 4;
+  r.chunkBytes = 128 << 10;
+  r.nchannels = kChannels;
+  return r;
+}
+
+// What each rank connects to on first use is what its plans name: at 1024 ranks a ring names its
+// two neighbours on every channel, whatever the rank.
+TEST(PlanPeers, RingAt1024RanksConnectsTwoPeersPerChannel) {
+  for (int rank : {0, 1, 511, 1023}) {
+    Result<Plan> plan = buildPlan(allReduce(Algorithm::kRing, rank));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const std::vector<PlanConnection> connections = planConnections(*plan);
+    EXPECT_EQ(connections.size(), size_t{2} * kChannels) << "rank " << rank;
+    const std::vector<int> peers = planPeers(*plan);
+    const int next = (rank + 1) % kRanks, prev = (rank + kRanks - 1) % kRanks;
+    EXPECT_EQ(peers, (std::vector<int>{std::min(next, prev), std::max(next, prev)}));
+    // Each channel sends to one neighbour and receives from the other (odd channels turn the
+    // ring around).
+    for (int channel = 0; channel < kChannels; ++channel) {
+      int sendTo = -1, recvFrom = -1;
+      for (const PlanConnection& c : connections) {
+        if (c.channel == channel) (c.send ? sendTo : recvFrom) = c.peer;
+      }
+      EXPECT_TRUE((sendTo == next && recvFrom == prev) || (sendTo == prev && recvFrom == next))
+          << "rank " << rank << " channel " << channel;
+    }
+  }
+}
+
+TEST(PlanPeers, TreeAndHalvingDoublingStayFarBelowEveryPeer) {
+  const size_t logN = static_cast<size_t>(std::log2(kRanks));
+  for (int rank : {0, 5, 1000}) {
+    Result<Plan> tree = buildPlan(allReduce(Algorithm::kTree, rank));
+    ASSERT_TRUE(tree.ok()) << tree.status().message();
+    // Two binary trees: a parent and two children in each.
+    EXPECT_LE(planPeers(*tree).size(), 6u) << "rank " << rank;
+    Result<Plan> rhd = buildPlan(allReduce(Algorithm::kRhd, rank));
+    ASSERT_TRUE(rhd.ok()) << rhd.status().message();
+    EXPECT_LE(planPeers(*rhd).size(), logN) << "rank " << rank;
+    EXPECT_GE(planPeers(*rhd).size(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace braid
