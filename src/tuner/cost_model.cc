@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <utility>
@@ -233,25 +234,39 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
   }
   if (hosts > 1 || packages) {
     // One serial network resource per (host, NIC): ranks sharing a NIC share its bandwidth.
+    // The links are computed from O(n) facts per rank: n x n of them would not fit at thousands
+    // of ranks (16k ranks: 268M entries).
     std::map<std::pair<int, int64_t>, int> wireIndex;
-    m.links.resize(size_t(n) * n);
+    struct RankFacts {
+      std::vector<int> host, wire, package;
+      double usPerByte = 0, networkUs = 0, socketUs = 0;
+    };
+    auto facts = std::make_shared<RankFacts>();
+    facts->host = m.hostOf;
+    facts->wire.resize(n);
+    facts->package.resize(n);
     for (int a = 0; a < n; ++a) {
-      for (int b = 0; b < n; ++b) {
-        if (a == b) continue;
-        PairLink& l = m.links[size_t(a) * n + b];
-        const Locality& la = placements[a].locality;
-        const Locality& lb = placements[b].locality;
-        if (m.hostOf[a] != m.hostOf[b]) {
-          auto [it, fresh] =
-              wireIndex.try_emplace({m.hostOf[a], la.nearestNic}, int(wireIndex.size()));
-          l.wire = it->second;
-          l.wireUsPerByte = usPerByte(host.networkGBps);
-          l.latencyUs = host.networkLatencyUs;
-        } else if (la.package >= 0 && lb.package >= 0 && la.package != lb.package) {
-          l.latencyUs = host.socketCrossingUs;
-        }
-      }
+      const Locality& la = placements[a].locality;
+      auto [it, fresh] = wireIndex.try_emplace({m.hostOf[a], la.nearestNic}, int(wireIndex.size()));
+      facts->wire[a] = it->second;
+      facts->package[a] = la.package;
     }
+    facts->usPerByte = usPerByte(host.networkGBps);
+    facts->networkUs = host.networkLatencyUs;
+    facts->socketUs = host.socketCrossingUs;
+    m.linkOf = [facts](int a, int b) {
+      PairLink l;
+      if (a == b) return l;
+      if (facts->host[a] != facts->host[b]) {
+        l.wire = facts->wire[a];
+        l.wireUsPerByte = facts->usPerByte;
+        l.latencyUs = facts->networkUs;
+      } else if (facts->package[a] >= 0 && facts->package[b] >= 0 &&
+                 facts->package[a] != facts->package[b]) {
+        l.latencyUs = facts->socketUs;
+      }
+      return l;
+    };
     m.wires = static_cast<int>(wireIndex.size());
   }
   return model;
