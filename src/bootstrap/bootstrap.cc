@@ -513,7 +513,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   RETURN_IF_ERROR(
       writeFrame(root, FrameType::kJoin, 0, 0, payload.data(), payload.size(), deadline, atRoot));
   faultPoint("join:root", impl->listenAddress());
-  const size_t tableBytes = static_cast<size_t>(nranks) * SocketAddress::kWireBytes;
+  const size_t tableBytes = kRingAddresses * SocketAddress::kWireBytes;
   std::vector<uint8_t> table;
   Result<FrameHeader> header =
       readFrame(root, frameBit(FrameType::kTable) | frameBit(FrameType::kError),
@@ -536,15 +536,27 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   }
   root.close();
   faultPoint("join:table", impl->listenAddress());
-  Result<std::vector<SocketAddress>> decoded = decodeAddressTable(table, nranks);
+  Result<std::vector<SocketAddress>> decoded = decodeAddressTable(table, kRingAddresses);
   if (!decoded.ok()) return decoded.status().withContext(atRoot);
-  std::vector<SocketAddress> peers = std::move(decoded.value());
-  if (!(peers[static_cast<size_t>(rank)] == impl->listenAddress())) {
-    return remoteError(atRoot + ": the table gives this rank's address as " +
-                       peers[static_cast<size_t>(rank)].toString() + ", not " +
-                       impl->listenAddress().toString());
+  const std::vector<SocketAddress>& around = decoded.value();
+  if (!(around[1] == impl->listenAddress())) {
+    return remoteError(atRoot + ": the table gives this rank's address as " + around[1].toString() +
+                       ", not " + impl->listenAddress().toString());
   }
-  RETURN_IF_ERROR(impl->connect(std::move(peers), deadline));
+  // The root told this rank its neighbours only; the ring brings everyone else's address.
+  std::vector<SocketAddress> peers(static_cast<size_t>(nranks));
+  peers[static_cast<size_t>((rank + nranks - 1) % nranks)] = around[0];
+  peers[static_cast<size_t>((rank + 1) % nranks)] = around[2];
+  peers[static_cast<size_t>(rank)] = around[1];
+  RETURN_IF_ERROR(impl->connect(peers, deadline));
+  if (nranks > 2) {
+    std::vector<uint8_t> wire(static_cast<size_t>(nranks) * SocketAddress::kWireBytes);
+    around[1].toWire(wire.data() + static_cast<size_t>(rank) * SocketAddress::kWireBytes);
+    RETURN_IF_ERROR(impl->allGather(wire.data(), SocketAddress::kWireBytes, RingOp::kAllGather)
+                        .withContext("exchanging the ranks' listener addresses"));
+    ASSIGN_OR_RETURN(peers, decodeAddressTable(wire, nranks));
+    impl->setPeers(std::move(peers));
+  }
   faultPoint("join:ring", impl->listenAddress());
   BRAID_LOG(processLogger(), kInfo, kBoot, "rank %d of %d joined; listening on %s", rank, nranks,
             impl->listenAddress().toString().c_str());

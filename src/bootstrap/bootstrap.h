@@ -5,9 +5,10 @@
 // secret; the id carries the root's address and the secret. Each rank opens its own listener,
 // connects to the root, proves it holds the secret (HMAC-SHA256 challenge-response in both
 // directions, the secret never crosses the wire) and sends its rank and listener address. Once all
-// nranks have arrived, the root sends every rank the address table and leaves. Ranks then connect
-// in a ring (rank r to r+1) for allGather and barrier, and open point-to-point connections to any
-// peer's listener on demand for send/recv. Every connection is authenticated the same way; one that
+// nranks have arrived, the root sends every rank its ring neighbours' addresses (O(n) work for the
+// root) and leaves. Ranks then connect in a ring (rank r to r+1) for allGather and barrier,
+// all-gather every rank's address around it, and open point-to-point connections to any peer's
+// listener on demand for send/recv. Every connection is authenticated the same way; one that
 // fails, stalls or sends a malformed or oversized frame is dropped without disturbing the others.
 // Every wait honours the deadline and the abort flag.
 //

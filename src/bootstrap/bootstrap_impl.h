@@ -64,8 +64,11 @@ class Bootstrap::Impl {
                                               Socket listener, const WaitPolicy& wait);
   ~Impl();
 
-  /// Records every rank's listener and connects the ring (to rank+1, from rank-1).
+  /// Records the ranks' listeners (at least the ring neighbours') and connects the ring (to
+  /// rank+1, from rank-1).
   Status connect(std::vector<SocketAddress> peers, const Deadline& deadline);
+  /// Every rank's listener, once the ring has gathered them (before any other use).
+  void setPeers(std::vector<SocketAddress> peers) { peers_ = std::move(peers); }
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

@@ -1,7 +1,8 @@
 // The root of a rendezvous: a detached thread that serves exactly one. One poll loop drives every
 // connection, so a stranger that stalls or sends garbage costs the joiners nothing: it is dropped
 // when its handshake fails or its short handshake deadline passes. Joined ranks wait (their
-// connections idle) until all nranks have arrived; then each gets the address table and the root
+// connections idle) until all nranks have arrived; then each gets its ring neighbours' addresses
+// (kRingAddresses: previous, its own, next) and the root
 // closes everything and exits. When the ranks disagree, or the rendezvous times out, each
 // connected rank gets an error frame saying why; ranks that arrive shortly after a disagreement
 // are told too.
@@ -261,8 +262,14 @@ void RootServer::complete() {
   std::vector<SocketAddress> addresses(static_cast<size_t>(nranks_));
   for (const auto& [rank, member] : joined_)
     addresses[static_cast<size_t>(rank)] = member->listener;
-  const std::vector<uint8_t> table = encodeAddressTable(addresses);
-  for (auto& [rank, member] : joined_) tell(std::move(member), FrameType::kTable, table);
+  // Each rank gets its ring neighbours' addresses and its own, not the whole table: the root's
+  // work stays O(n). The ranks all-gather the rest around the ring they then connect.
+  for (auto& [rank, member] : joined_) {
+    const size_t r = static_cast<size_t>(rank), n = static_cast<size_t>(nranks_);
+    const std::vector<SocketAddress> around = {addresses[(r + n - 1) % n], addresses[r],
+                                               addresses[(r + 1) % n]};
+    tell(std::move(member), FrameType::kTable, encodeAddressTable(around));
+  }
   joined_.clear();
   done_ = true;
   // New connections are refused from now on; strangers still mid-handshake are dropped.

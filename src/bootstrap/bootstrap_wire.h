@@ -78,7 +78,9 @@ constexpr size_t kIdentifyBytes = 12;
 std::vector<uint8_t> encodeIdentify(const Identify& identify);
 Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload);
 
-/// The table the root sends every rank: nranks listener addresses, in rank order.
+/// Addresses in the root's table for each rank: its previous ring neighbour's, its own, its next.
+constexpr int kRingAddresses = 3;
+/// A table of listener addresses (the root's to each rank, the ranks' gathered one), in order.
 std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses);
 /// remoteError unless `table` holds exactly nranks well-formed addresses with ports.
 Result<std::vector<SocketAddress>> decodeAddressTable(const std::vector<uint8_t>& table,
