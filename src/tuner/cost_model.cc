@@ -12,6 +12,7 @@
 #include "algorithms/algorithms.h"
 #include "base/little_endian.h"
 #include "topology/locality.h"
+#include "tuner/cluster_model.h"
 
 namespace braid {
 namespace {
@@ -135,6 +136,37 @@ ModelConstants decodeModelConstants(const uint8_t* in) {
   c.copyLlcGBps = at(18);
   return m;
 }
+
+namespace {
+
+/// Ranks per host when the machine repeats host by host - P ranks on every host, host h holding
+/// ranks hP..hP+P-1, each host's cores, hops, cores of ranks, packages and NICs like the first's,
+/// rings in rank order - else 0.
+int periodOf(const SimMachine& m, const std::vector<RankPlacement>& placements,
+             const std::vector<int>& ranksOn, const std::vector<int>& ring) {
+  const int n = m.nranks;
+  const int hosts = static_cast<int>(ranksOn.size());
+  if (hosts < 2 || !ring.empty()) return 0;
+  const int period = ranksOn[0];
+  for (int h = 0; h < hosts; ++h) {
+    if (ranksOn[h] != period || m.cores[h] != m.cores[0] || m.hopUs[h] != m.hopUs[0] ||
+        m.postUs[h] != m.postUs[0]) {
+      return 0;
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    const int first = r % period;
+    const Locality& a = placements[r].locality;
+    const Locality& b = placements[first].locality;
+    if (m.hostOf[r] != r / period || m.coreOf[r] != m.coreOf[first] || a.package != b.package ||
+        a.nearestNic != b.nearestNic) {
+      return 0;
+    }
+  }
+  return period;
+}
+
+}  // namespace
 
 Result<CostModel> CostModel::create(const ModelConstants& constants,
                                     const std::vector<RankPlacement>& placements,
@@ -269,6 +301,7 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
     };
     m.wires = static_cast<int>(wireIndex.size());
   }
+  model.period_ = periodOf(m, placements, ranksOn, model.ring_);
   return model;
 }
 
@@ -346,8 +379,8 @@ SimMachine CostModel::machineWith(BufferTiers tiers, double inCore) const {
   return m;
 }
 
-Result<std::vector<Plan>> CostModel::plansFor(Collective coll, Algorithm algo, uint64_t bytes,
-                                              uint32_t chunkBytes, int nchannels) const {
+Result<CostModel::CallPlans> CostModel::plansFor(Collective coll, Algorithm algo, uint64_t bytes,
+                                                 uint32_t chunkBytes, int nchannels) const {
   const int n = machine_.nranks;
   PlanRequest request;
   request.coll = coll;
@@ -361,21 +394,34 @@ Result<std::vector<Plan>> CostModel::plansFor(Collective coll, Algorithm algo, u
   request.ring = ring_;
   // The hierarchical algorithm groups ranks by host, numbered as the communicator numbers them.
   if (algorithmUsesHosts(algo) && machine_.cores.size() > 1) request.hosts = machine_.hostOf;
-  std::vector<Plan> plans;
-  plans.reserve(n);
-  for (int r = 0; r < n; ++r) {
+  CallPlans out;
+  // At hundreds of ranks n plans of O(n) steps each would make the table cost O(n^2) per cell.
+  out.periodic = period_ > 0 && plansRepeat(request, period_);
+  const int count = out.periodic ? period_ : n;
+  out.plans.reserve(count);
+  for (int r = 0; r < count; ++r) {
     request.rank = r;
     ASSIGN_OR_RETURN(Plan plan, buildPlan(request));
-    plans.push_back(std::move(plan));
+    out.plans.push_back(std::move(plan));
   }
-  return plans;
+  return out;
+}
+
+Result<double> CostModel::run(const CallPlans& plans, const SimMachine& machine) {
+  return plans.periodic ? simulatePeriodicPlans(plans.plans, machine)
+                        : simulatePlans(plans.plans, machine);
+}
+
+uint64_t CostModel::machineFootprint(const CallPlans& plans) const {
+  const uint64_t one = slotFootprint(plans.plans, machine_);
+  return plans.periodic ? one * uint64_t(machine_.nranks / period_) : one;
 }
 
 Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t bytes,
                                    uint32_t chunkBytes, int nchannels,
                                    const SimMachine& machine) const {
-  ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
-  return simulatePlans(plans, machine);
+  ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
+  return run(plans, machine);
 }
 
 Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t bytes,
@@ -396,12 +442,12 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
     span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
   }
   if (bytes <= 2 * span) {
-    ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
-    const uint64_t slots = slotFootprint(plans, machine_);
+    ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
+    const uint64_t slots = machineFootprint(plans);
     SimMachine m = machineWith(bufferTiers(coll, algo, bytes, slots),
                                inCoreShare(bytes, chunkBytes, nchannels));
     m.switchFactor = 1 + (m.switchFactor - 1) * switchShare(coll, bytes, slots);
-    return simulatePlans(plans, m);
+    return run(plans, m);
   }
   ASSIGN_OR_RETURN(uint64_t slots, longSlotFootprint(coll, algo, span, chunkBytes, nchannels));
   const BufferTiers tiers = bufferTiers(coll, algo, bytes, slots);
@@ -429,8 +475,8 @@ Result<uint64_t> CostModel::longSlotFootprint(Collective coll, Algorithm algo, u
     if (auto it = memo_->slots.find(key); it != memo_->slots.end()) return it->second;
   }
   // Past two spans every connector has cycled through all of its slots.
-  ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, 2 * span, chunkBytes, nchannels));
-  const uint64_t bytes = slotFootprint(plans, machine_);
+  ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, 2 * span, chunkBytes, nchannels));
+  const uint64_t bytes = machineFootprint(plans);
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->slots.emplace(key, bytes);
   return bytes;

@@ -87,9 +87,18 @@ class CostModel {
   const std::string& key() const { return key_; }
 
  private:
-  /// Every rank's plan of one call.
-  Result<std::vector<Plan>> plansFor(Collective coll, Algorithm algo, uint64_t bytes,
-                                     uint32_t chunkBytes, int nchannels) const;
+  /// The plans of one call: every rank's, or on a machine that repeats host by host (period_)
+  /// where the plans repeat too, the first host's alone (periodic).
+  struct CallPlans {
+    std::vector<Plan> plans;
+    bool periodic = false;
+  };
+  Result<CallPlans> plansFor(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
+                             int nchannels) const;
+  /// simulatePlans, or simulatePeriodicPlans for periodic plans.
+  static Result<double> run(const CallPlans& plans, const SimMachine& machine);
+  /// slotFootprint of the whole machine.
+  uint64_t machineFootprint(const CallPlans& plans) const;
   Result<double> simulate(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                           int nchannels, const SimMachine& machine) const;
   /// The FIFO slot bytes a long call of this candidate keeps busy (plan_cost.h), remembered.
@@ -131,6 +140,9 @@ class CostModel {
   std::vector<int> coresOfHost_;
   int maxRanksPerHost_ = 1;
   std::vector<int> ranksOnHost_;
+  /// Ranks per host where the machine repeats host by host (hosts contiguous in rank order and
+  /// alike, rings in rank order), else 0: then a call's plans are priced from one host's.
+  int period_ = 0;
   std::string key_;
   std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();
 };

@@ -352,5 +352,38 @@ TEST_F(CostModelOnDescribedMachines, CrossingHostsCostsTheNetwork) {
   }
 }
 
+// On hosts alike, contiguous in rank order, the model prices a call from one host's plans
+// (simulatePeriodicPlans) instead of every rank's; the same ring given as an explicit order turns
+// that off, and both must agree.
+TEST(CostModel, OneHostsPlansPriceHostsAlikeAsEveryRanksDo) {
+  constexpr int kHosts = 4, kPerHost = 3;
+  std::vector<RankPlacement> p(kHosts * kPerHost);
+  std::vector<int> identity(p.size());
+  for (size_t r = 0; r < p.size(); ++r) {
+    p[r].hostHash = 100 + r / kPerHost;
+    p[r].locality.cores = 1;
+    p[r].locality.package = 0;
+    identity[r] = static_cast<int>(r);
+  }
+  Result<CostModel> periodic = CostModel::create(constants(), p, {}, 4);
+  Result<CostModel> full = CostModel::create(constants(), p, identity, 4);
+  ASSERT_TRUE(periodic.ok() && full.ok());
+  for (Collective coll : {Collective::kAllReduce, Collective::kAllGather,
+                          Collective::kReduceScatter, Collective::kBroadcast}) {
+    for (Algorithm algo : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kHier,
+                           Algorithm::kHierRhd}) {
+      if (!algorithmServes(algo, coll)) continue;
+      for (uint64_t bytes : {uint64_t{4096}, uint64_t{3} << 20, uint64_t{64} << 20}) {
+        Result<double> a = periodic->predict(coll, algo, bytes, 128 << 10, 2);
+        Result<double> b = full->predict(coll, algo, bytes, 128 << 10, 2);
+        ASSERT_EQ(a.ok(), b.ok());
+        if (!a.ok()) continue;
+        EXPECT_NEAR(*a, *b, 1e-9 * *b)
+            << collectiveName(coll) << " " << algorithmName(algo) << " " << bytes << " B";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braid

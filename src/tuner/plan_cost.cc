@@ -712,7 +712,9 @@ uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine
     bool withinHost = false;
   };
   std::unordered_map<uint64_t, Use> connectors;
-  const uint64_t n = plans.size();
+  // Keys by (sender, receiver): receivers range over the machine (more than the plans when
+  // they are one period of it).
+  const uint64_t n = std::max<uint64_t>(plans.size(), uint64_t(std::max(1, machine.nranks)));
   for (size_t r = 0; r < plans.size(); ++r) {
     for (const Lane& lane : plans[r].lanes) {
       for (const Step& s : lane.steps) {
