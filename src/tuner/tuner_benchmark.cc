@@ -5,6 +5,8 @@
 // BM_TunerShare/<nranks>: the same grid split between nranks ranks as a communicator splits it,
 //   each rank's share costed in turn here: slowest_ms is the slowest rank's share (what init
 //   waits for when every rank has a core), total_ms all of them (what a host's cores spend).
+// BM_TunerShareHostsOf8/<nranks>: BM_TunerShare over hosts of 8 ranks (hierarchical algorithms,
+//   network links).
 // BM_Predict/<log2 bytes>: one all-reduce ring prediction of 4 ranks, 128 KiB chunks, 2 channels.
 //   braid_benchmarks --benchmark_filter='BM_TunerCreate|BM_Predict'
 #include <benchmark/benchmark.h>
@@ -42,9 +44,12 @@ ModelConstants vmConstants(double salt) {
   return m;
 }
 
-CostModel oneHostModel(int nranks, double salt) {
+/// perHost > 0: hosts of perHost ranks each, in rank order (else one host).
+CostModel oneHostModel(int nranks, double salt, int perHost = 0) {
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
-  for (RankPlacement& p : placements) p.hostHash = 7;
+  for (size_t r = 0; r < placements.size(); ++r) {
+    placements[r].hostHash = perHost > 0 ? 7 + r / size_t(perHost) : 7;
+  }
   return CostModel::create(vmConstants(salt), placements, {}, 4).value();
 }
 
@@ -73,7 +78,7 @@ void BM_TunerCreate(benchmark::State& state) {
 }
 BENCHMARK(BM_TunerCreate)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMillisecond);
 
-void BM_TunerShare(benchmark::State& state) {
+void tunerShare(benchmark::State& state, int perHost) {
   const int nranks = static_cast<int>(state.range(0));
   const TunerOptions options = defaultOptions(nranks);
   double salt = 1e6;
@@ -81,7 +86,8 @@ void BM_TunerShare(benchmark::State& state) {
   double total = 0;
   for (auto _ : state) {
     for (int r = 0; r < nranks; ++r) {
-      const CostModel model = oneHostModel(nranks, ++salt);  // each rank its own model and memo
+      const CostModel model =
+          oneHostModel(nranks, ++salt, perHost);  // each rank its own model and memo
       GridShare share;
       share.rank = r;
       share.nranks = nranks;
@@ -99,7 +105,17 @@ void BM_TunerShare(benchmark::State& state) {
   state.counters["slowest_ms"] = slowest;
   state.counters["total_ms"] = total / double(state.iterations());
 }
+void BM_TunerShare(benchmark::State& state) { tunerShare(state, 0); }
 BENCHMARK(BM_TunerShare)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMillisecond);
+
+// The same over hosts of 8 ranks: the rank counts braid-scale-init runs.
+void BM_TunerShareHostsOf8(benchmark::State& state) { tunerShare(state, 8); }
+BENCHMARK(BM_TunerShareHostsOf8)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(128)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Predict(benchmark::State& state) {
   const CostModel model = oneHostModel(4, 0);
