@@ -202,7 +202,9 @@ int runOne(const Options& o, int n, int hostCount) {
   const double wall = nowSeconds() - started;
   std::vector<double> init, calls, peakInit, peakEnd;
   int passed = 0;
+  int largest = 0;
   for (int r = 0; r < n; ++r) {
+    if (figures[r].peakKbAtEnd > figures[largest].peakKbAtEnd) largest = r;
     if (figures[r].done == 0) continue;
     ++passed;
     init.push_back(figures[r].initSeconds);
@@ -210,10 +212,12 @@ int runOne(const Options& o, int n, int hostCount) {
     peakInit.push_back(figures[r].peakKbAfterInit / 1024.0);
     peakEnd.push_back(figures[r].peakKbAtEnd / 1024.0);
   }
-  std::printf("| %d | %d x %d | %d/%d | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %.0f |\n", n,
-              hostCount, perHost, passed, n, percentile(init, 0.5), percentile(init, 1.0),
-              percentile(calls, 1.0), percentile(peakInit, 0.5), percentile(peakEnd, 0.5),
-              percentile(peakEnd, 1.0), wall);
+  std::printf(
+      "| %d | %d x %d | %d/%d | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %.1f (rank %d) | %.0f "
+      "|\n",
+      n, hostCount, perHost, passed, n, percentile(init, 0.5), percentile(init, 1.0),
+      percentile(calls, 1.0), percentile(peakInit, 0.5), percentile(peakInit, 1.0),
+      percentile(peakEnd, 0.5), percentile(peakEnd, 1.0), largest, wall);
   std::fflush(stdout);
   const std::string failed = failures(outcomes);
   if (!failed.empty()) std::fprintf(stderr, "%s\n", failed.substr(0, 4000).c_str());
@@ -263,8 +267,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "| ranks | hosts x ranks | passed | init s (median) | init s (max) | calls s (max) | "
-      "peak RSS after init MB (median) | peak RSS MB (median) | peak RSS MB (max) | wall s |\n");
-  std::printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "peak RSS after init MB (median) | (max) | peak RSS at the end MB (median) | (max) | "
+      "wall s |\n");
+  std::printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::fflush(stdout);
   int status = 0;
   for (size_t i = 0; i < o.ranks.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -95,7 +96,7 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t bytes) {
   return seg;
 }
 
-Status ShmSegment::reserve(size_t offset, size_t bytes) {
+Status ShmSegment::reserve(size_t offset, size_t bytes, size_t touchBytes) {
   if (offset > size_ || bytes > size_ - offset) return internalError("reserve outside segment");
   const int rc = posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes));
   if (rc != 0) {
@@ -103,11 +104,13 @@ Status ShmSegment::reserve(size_t offset, size_t bytes) {
                           " (is /dev/shm full?)",
                       rc);
   }
-  // Map the pages into this process now: a FIFO's ring is walked through a little further on
-  // every call, and a page fault on each new page would cost its first calls several us each.
+  // Map the first touchBytes into this process now: a page fault on each new page would cost
+  // the first calls to reach it several us each. What the caller leaves out (a FIFO's ring for
+  // large messages) faults in as it is used, so that the resident set follows what is used.
   // Best effort (kernels before 5.14 lack it; the pages then fault in as before).
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t begin = offset / page * page;
+  bytes = std::min(bytes, touchBytes);
   (void)madvise(data_ + begin, offset + bytes - begin, kPopulateWrite);
   // Then read a byte of each page: under some hypervisors the first access to a page through a
   // new mapping traps to the host even when the kernel has already mapped it, which slowed the

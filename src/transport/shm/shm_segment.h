@@ -29,7 +29,10 @@ class ShmSegment {
   void unlink();
   /// Commits the pages of [offset, offset+bytes) so that running out of /dev/shm is a clear
   /// error now rather than a SIGBUS on first touch, and maps and touches them in this process.
-  Status reserve(size_t offset, size_t bytes);
+  Status reserve(size_t offset, size_t bytes) { return reserve(offset, bytes, bytes); }
+  /// The same, mapping only the first `touchBytes` of the range into this process now (the rest
+  /// comes into it, and into its resident set, page by page as it is first used).
+  Status reserve(size_t offset, size_t bytes, size_t touchBytes);
 
   char* data() const { return data_; }
   size_t size() const { return size_; }

@@ -216,7 +216,10 @@ Status ShmTransport::reserveFifo(int receiver, int sender, int channel) {
   const int peer = receiver == rank_ ? sender : receiver;
   const size_t offset = headerBytes_ + (size_t(sender) * maxChannels_ + channel) * fifoStride_;
   return inboxes_[receiver]
-      .reserve(offset, fifoStride_)
+      // Small messages (the lines and their areas) are mapped now: first touches of those pages
+      // cost 5-10 us each under some hypervisors. The ring for larger ones maps as it is used, so
+      // a peer that only ever exchanges small messages costs 264 KiB, not the whole FIFO.
+      .reserve(offset, fifoStride_, kFifoMetaBytes + kSmallAreaBytes)
       .withContext("FIFO with rank " + std::to_string(peer));
 }
 

@@ -218,6 +218,41 @@ TEST(SocketTransport, LinksOnlyPairsThatAskedAndAgreeOnStreams) {
       [](int r, int p) { return r != 1 && p == 1; }));
 }
 
+// Every pair is linked, but streams open only when a rank first sends: in a ring of 5 each rank
+// ends up with streams to its two neighbours (the one it sent to, the one that sent to it).
+TEST(SocketTransport, StreamsOpenOnFirstSendOnly) {
+  const Config config = testConfig(2, 64 * 1024, 2);
+  expectAllOk(runRanks(5, config, [](RankEnv& env, std::unique_ptr<SocketTransport>& t) {
+    if (t->linkedPeers() != env.nranks - 1) return internalError("not every peer is linked");
+    if (t->connectedPeers() != 0) return internalError("streams opened before any send");
+    RETURN_IF_ERROR(env.bootstrap->barrier());  // everyone looked before anyone sends
+    const int next = (env.rank + 1) % env.nranks;
+    const int prev = (env.rank + env.nranks - 1) % env.nranks;
+    ASSIGN_OR_RETURN(SendConnector s, t->sendConnector(next, 0));
+    ASSIGN_OR_RETURN(RecvConnector r, t->recvConnector(prev, 0));
+    char* slot = s.trySlot();
+    if (slot == nullptr) return internalError("FIFO full");
+    std::memset(slot, env.rank, 100);
+    s.post(100, CallDescriptor{});
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    const SlotHeader* h = nullptr;
+    while ((h = r.tryPeek()) == nullptr) {
+      if (Clock::now() > deadline) return timeoutError("the neighbour's slot never came");
+      std::this_thread::yield();
+    }
+    if (h->bytes != 100 || r.slotData()[99] != static_cast<char>(prev)) {
+      return internalError("wrong slot from rank " + std::to_string(prev));
+    }
+    r.release();
+    RETURN_IF_ERROR(env.bootstrap->barrier());
+    if (t->connectedPeers() != 2) {
+      return internalError("streams to " + std::to_string(t->connectedPeers()) +
+                           " peers, not the 2 neighbours");
+    }
+    return env.bootstrap->barrier();
+  }));
+}
+
 TEST(SocketTransport, DestroyFlushesWhatWasPosted) {
   const Config config = testConfig(4, 256 * 1024, 2);
   constexpr int kMessages = 4;  // fits in the FIFO: rank 0 posts all and leaves at once
