@@ -34,6 +34,12 @@ constexpr uint64_t kDirectAllReduceMaxSent = 64 * 1024;
 // that post and take it (docs/performance-notes.md#bytes-per-channel).
 constexpr uint64_t kMinChannelBytes = 32 * 1024;
 
+// From this many ranks on, the grid leaves out the cells the model may not pick on its own
+// (modelMayPick): costing direct all-reduce at every size plans n ranks' n-1 sends per chunk,
+// O(n^2) steps, which at 64 ranks took 34 MB of one rank's memory at init and most of its share's
+// time. BRAID_ALGO=direct there runs with a default chunk and one channel.
+constexpr int kCostOnlyPickableFromRanks = 32;
+
 // The model gives calls above this size no chunk below it. It rates smaller chunks a finer
 // pipeline at little cost per step, but each step costs more than it sees
 // (docs/performance-notes.md#chunks-of-large-calls).
@@ -222,6 +228,10 @@ void Tuner::costCells(const CostModel& model, int rank, int nranks, Grid& grid) 
     for (int k = 0; k < kGridSizes; ++k) {
       if (cellOwner(pair, k, nranks) != rank) continue;
       const uint64_t bytes = uint64_t{1} << k;
+      if (options_.nranks >= kCostOnlyPickableFromRanks &&
+          !modelMayPick(algo, coll, bytes, options_.nranks)) {
+        continue;
+      }
       Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
       auto consider = [&](size_t i, int ch) {
         // A message no larger than a smaller candidate's chunk plans the same with this one.
