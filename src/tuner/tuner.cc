@@ -34,6 +34,11 @@ constexpr uint64_t kDirectAllReduceMaxSent = 64 * 1024;
 // that post and take it (docs/performance-notes.md#bytes-per-channel).
 constexpr uint64_t kMinChannelBytes = 32 * 1024;
 
+// Nor direct anything from this many ranks on: every rank then links to all n-1 peers (streams,
+// FIFOs), which connections made on first use otherwise spare it, and costing it plans O(n^2)
+// steps (reduce-scatter at 128 ranks: 86 MB of one rank's memory and 7 s of its init).
+constexpr int kDirectMaxRanks = 64;
+
 // From this many ranks on, the grid leaves out the cells the model may not pick on its own
 // (modelMayPick): costing direct all-reduce at every size plans n ranks' n-1 sends per chunk,
 // O(n^2) steps, which at 64 ranks took 34 MB of one rank's memory at init and most of its share's
@@ -322,6 +327,7 @@ Status Tuner::adoptTable(const TuningTable& table) {
 
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks) {
   if (algo != Algorithm::kDirect) return true;
+  if (nranks >= kDirectMaxRanks) return false;
   if (coll == Collective::kBroadcast || coll == Collective::kReduce) {
     return bytes <= kDirectRootedMaxBytes;
   }

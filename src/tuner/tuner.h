@@ -66,7 +66,8 @@ struct TunerOptions {
 
 /// Whether the model may choose `algo` for `coll` at `bytes` among `nranks` on its own (BRAID_ALGO,
 /// tuning tables and --algo columns are not bound by this): direct broadcast and reduce only up
-/// to 4 MiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay within 64 KiB.
+/// to 4 MiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay within 64 KiB,
+/// and no direct at all from 64 ranks on.
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks);
 
 /// How the ranks of a communicator split the model grid: rank `rank` of `nranks` costs the cells
