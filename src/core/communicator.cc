@@ -39,6 +39,18 @@ std::unique_ptr<Logger> makeLogger(const Config& config) {
   return std::make_unique<Logger>(config.debugLevel, config.debugSubsys, config.debugFile);
 }
 
+/// "64K=rd, 1M=hier, ...": a device span tuner's all-reduce choices, for the log.
+std::string describeDeviceChoices(const DeviceSpanTuner& tuner) {
+  std::string text;
+  for (uint64_t kib : {64, 1024, 16 << 10, 256 << 10}) {
+    const Choice c = tuner.choose(Collective::kAllReduce, kib << 10);
+    text += (text.empty() ? "" : ", ") +
+            (kib >= 1024 ? std::to_string(kib >> 10) + "M" : std::to_string(kib) + "K") + "=" +
+            std::string(algorithmName(c.algo));
+  }
+  return text;
+}
+
 bool isReduction(Collective coll) {
   return coll == Collective::kAllReduce || coll == Collective::kReduce ||
          coll == Collective::kReduceScatter;
@@ -159,7 +171,7 @@ Status Communicator::setUp() {
   tunerContext.maxChannels = maxChannels_;
   tunerContext.rdmaBetweenHosts = links.rdmaBetweenHosts;
   tunerContext.calibrationDir = defaultCalibrationDir();
-  ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext));
+  ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext, &tunerHost_));
   sendSeq_.assign(nranks_, 0);
   recvSeq_.assign(nranks_, 0);
   PlanRequest ringOnly;
@@ -318,6 +330,43 @@ Result<std::shared_ptr<const Plan>> Communicator::plan(const PlanRequest& reques
   return shared;
 }
 
+void Communicator::setDeviceIslands(const std::vector<int>& islandOf) {
+  std::unique_ptr<DeviceSpanTuner> made;
+  if (DeviceSpanTuner::spansIslands(islandOf)) {
+    TunerOptions options = TunerOptions::fromConfig(config_, nranks_, deviceMaxChannels_);
+    Result<std::unique_ptr<DeviceSpanTuner>> tuner =
+        DeviceSpanTuner::create(options, config_.nchannels > 0 ? 0 : kDeviceBytesPerChannel,
+                                islandOf, ring_, DeviceLinkCosts::withNetworkOf(tunerHost_));
+    if (tuner.ok()) {
+      made = std::move(tuner).value();
+      if (rank_ == 0) {
+        BRAID_LOG(*logger_, kInfo, kTune, "device calls span GPU islands: %s; all-reduce: %s",
+                  made->describe().c_str(), describeDeviceChoices(*made).c_str());
+      }
+    } else {
+      // Only a BRAID_ALGO the host tuner took already could fail here: keep the host choices.
+      BRAID_LOG(*logger_, kWarn, kTune, "device calls keep the host tuner's choices: %s",
+                tuner.status().message().c_str());
+    }
+  }
+  deviceSpanTuner_ = std::move(made);
+  // Device calls planned before (none, in practice: the islands come at device set-up) go again.
+  for (RecentChoice& recent : recentChoice_) {
+    if (recent.onDevice) recent.valid = false;
+  }
+  for (RecentPlan& recent : recentPlan_) {
+    if (recent.key.onDevice) recent.plan = nullptr;
+  }
+  devicePlanCache_.clear();
+}
+
+Choice Communicator::choose(Collective coll, uint64_t bytes, bool onDevice) const {
+  if (onDevice && deviceSpanTuner_ && DeviceSpanTuner::models(coll)) {
+    return deviceSpanTuner_->choose(coll, bytes);
+  }
+  return tuner_.choose(coll, bytes);
+}
+
 int Communicator::deviceChannels(const Choice& choice, uint64_t bytes) const {
   // Channels the user fixed (BRAID_NCHANNELS) stay as they are; BRAID_ALGO names only the
   // algorithm.
@@ -332,7 +381,7 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
   const uint64_t bytes = args.count * elemSize;
   RecentChoice& recent = recentChoice_[static_cast<int>(args.coll)];
   if (!recent.valid || recent.bytes != bytes || recent.onDevice != args.onDevice) {
-    recent = RecentChoice{bytes, tuner_.choose(args.coll, bytes), true, args.onDevice};
+    recent = RecentChoice{bytes, choose(args.coll, bytes, args.onDevice), true, args.onDevice};
     if (args.onDevice) recent.choice.nchannels = deviceChannels(recent.choice, bytes);
   }
   const Choice choice = recent.choice;
@@ -353,7 +402,10 @@ Status Communicator::replan(const CallArgs& args, const CallKey& key, size_t ele
     request.root = args.root;
   }
   request.ring = ring_;
-  if (algorithmUsesHosts(choice.algo)) request.hosts = hostIndex_;
+  if (algorithmUsesHosts(choice.algo)) {
+    // Device calls over GPU islands group by island: inside one the hops stay in GPU memory.
+    request.hosts = args.onDevice && deviceSpanTuner_ ? deviceSpanTuner_->islands() : hostIndex_;
+  }
   ASSIGN_OR_RETURN(recentPlan.plan, plan(request, args.onDevice));
   const kernels::Reducer& last = recentPlan.reducer;
   if (last.type() != args.dtype || last.op() != key.op || last.nranks() != nranks_) {

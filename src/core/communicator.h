@@ -23,6 +23,7 @@
 #include "executor/executor.h"
 #include "executor/progress.h"
 #include "transport/transport.h"
+#include "tuner/device_span_tuner.h"
 #include "tuner/tuner.h"
 
 namespace braid {
@@ -47,6 +48,7 @@ class Communicator final : public ProgressClient, public DeviceClient {
   int deviceMaxChannels() const override { return deviceMaxChannels_; }
   const Config& config() const override { return config_; }
   const Logger& logger() const override { return *logger_; }
+  void setDeviceIslands(const std::vector<int>& islandOf) override;
   const Tuner& tuner() const { return tuner_; }
 
   /// Plans the call (from the cache when it has run before) and assigns its sequence number.
@@ -93,7 +95,7 @@ class Communicator final : public ProgressClient, public DeviceClient {
                                                              std::unique_ptr<Logger> logger);
   Status setUp();
   Result<std::shared_ptr<const Plan>> plan(const PlanRequest& request, bool onDevice);
-  /// The channels a device call of `bytes` runs on, from the tuner's host choice.
+  /// The channels a device call of `bytes` runs on, from the tuner's choice.
   int deviceChannels(const Choice& choice, uint64_t bytes) const;
 
   Config config_;
@@ -111,6 +113,13 @@ class Communicator final : public ProgressClient, public DeviceClient {
   ConnectorTable connectors_;
   CallCheckLedger callChecks_;
   Tuner tuner_;
+  HostShape tunerHost_;  ///< the host shape the tuner's model used (network figures)
+  /// Device calls over several GPU islands: their choices, with staged hops priced (none while
+  /// every rank's GPU reaches every other's).
+  std::unique_ptr<DeviceSpanTuner> deviceSpanTuner_;
+  /// The choice for a call of `coll` moving `bytes`: the host tuner's, or for a device call over
+  /// several GPU islands the device span tuner's.
+  Choice choose(Collective coll, uint64_t bytes, bool onDevice) const;
   struct RecentChoice {
     uint64_t bytes = 0;
     Choice choice;

@@ -78,5 +78,56 @@ TEST_F(TwoRanks, DeviceCallsSpreadOverAChannelPer256KiB) {
   EXPECT_EQ(channelsOf(*smallDevice.value().plan).size(), smallHostChannels);
 }
 
+/// The ranks a plan's steps exchange with.
+std::set<int> peersOf(const Plan& plan) {
+  std::set<int> peers;
+  for (const Lane& lane : plan.lanes) {
+    for (const Step& step : lane.steps) {
+      for (int i = 0; i < step.nsend && i < kMaxStepPeers; ++i) peers.insert(step.sendPeers[i]);
+      for (int i = 0; i < step.nrecv && i < kMaxStepPeers; ++i) peers.insert(step.recvPeers[i]);
+    }
+  }
+  return peers;
+}
+
+TEST(FourRanks, DeviceCallsOverGpuIslandsAreTunedWithStagedHopsPriced) {
+  const char* settings[] = {"BRAID_CALL_CHECK=0", nullptr};
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.settings = settings;
+  braidComm_t comms[4] = {};
+  ASSERT_EQ(braidCommInitAllConfig(comms, 4, nullptr, &config), braidSuccess)
+      << braidGetLastError(nullptr);
+  Communicator& rank0 = *comms[0]->impl;
+  std::vector<float> in(size_t{4} << 20), out(in.size());  // 16 MiB
+  CallArgs args;
+  args.coll = Collective::kAllReduce;
+  args.sendbuff = in.data();
+  args.recvbuff = out.data();
+  args.count = in.size();
+  args.onDevice = true;
+  const Choice host = rank0.tuner().choose(Collective::kAllReduce, args.count * sizeof(float));
+
+  // Every GPU reaches every other (one island): the host tuner's choice, as before.
+  rank0.setDeviceIslands({0, 0, 0, 0});
+  Result<PreparedCall> oneIsland = rank0.prepare(args);
+  ASSERT_TRUE(oneIsland.ok()) << oneIsland.status().message();
+  EXPECT_EQ(oneIsland.value().plan->algo, host.algo);
+
+  // Two hosts of two GPUs: hierarchical, grouped by island. Rank 0 exchanges with its island
+  // mate and with one rank of the other island, never with rank 3 (its ring neighbour).
+  rank0.setDeviceIslands({0, 0, 1, 1});
+  Result<PreparedCall> twoIslands = rank0.prepare(args);
+  ASSERT_TRUE(twoIslands.ok()) << twoIslands.status().message();
+  EXPECT_EQ(twoIslands.value().plan->algo, Algorithm::kHier);
+  EXPECT_EQ(peersOf(*twoIslands.value().plan), (std::set<int>{1, 2}));
+  // Host calls keep the host tuner's choices.
+  args.onDevice = false;
+  Result<PreparedCall> hostCall = rank0.prepare(args);
+  ASSERT_TRUE(hostCall.ok()) << hostCall.status().message();
+  EXPECT_EQ(hostCall.value().plan->algo, host.algo);
+
+  for (braidComm_t c : comms) braidCommDestroy(c);
+}
+
 }  // namespace
 }  // namespace braid

@@ -2,6 +2,8 @@
 // it, so the device layer sits below the communicator and never sees the rest of it.
 #pragma once
 
+#include <vector>
+
 #include "base/config.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -17,6 +19,11 @@ class DeviceClient {
   virtual int deviceMaxChannels() const = 0;
   virtual const Config& config() const = 0;
   virtual const Logger& logger() const = 0;
+  /// At device set-up: the GPU island of every rank (ranks whose GPUs reach each other's memory
+  /// share one; gpuIslands in device_peer_paths.h), alike on every rank. Where there is more than
+  /// one, device calls are tuned with the staged hops between islands priced, and hierarchical
+  /// plans group ranks by island.
+  virtual void setDeviceIslands(const std::vector<int>& islandOf) = 0;
 
   /// Plans the call and assigns its sequence number (Communicator::prepare in core/).
   virtual Result<PreparedCall> prepare(const CallArgs& args, bool share = true) = 0;

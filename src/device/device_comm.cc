@@ -115,6 +115,9 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   media.rdma = filter.allows(TransportKind::kIb);
   media.tcp = filter.allows(TransportKind::kSocket);
   RETURN_IF_ERROR(d->setUpPeerPaths(bootstrap, media));
+  // From the whole p2p matrix, so that every rank tunes its device calls alike.
+  comm.setDeviceIslands(gpuIslands(
+      d->nranks_, [&](int sender, int receiver) { return d->p2p_->links(sender, receiver); }));
 
   // The FIFO tables: send ends, then receive ends, [peer * maxChannels + channel].
   const size_t perSide = size_t(d->nranks_) * size_t(d->maxChannels_);

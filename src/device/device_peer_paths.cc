@@ -1,6 +1,35 @@
 #include "device/device_peer_paths.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace braid {
+
+std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& linked) {
+  // Union-find over the pairs linked both ways; each root keeps the island's lowest rank.
+  std::vector<int> root(size_t(std::max(0, nranks)));
+  std::iota(root.begin(), root.end(), 0);
+  auto find = [&](int r) {
+    while (root[size_t(r)] != r) r = root[size_t(r)] = root[size_t(root[size_t(r)])];
+    return r;
+  };
+  for (int a = 0; a < nranks; ++a) {
+    for (int b = a + 1; b < nranks; ++b) {
+      if (!linked(a, b) || !linked(b, a)) continue;
+      const int ra = find(a), rb = find(b);
+      if (ra != rb) root[size_t(std::max(ra, rb))] = std::min(ra, rb);
+    }
+  }
+  std::vector<int> island(root.size(), -1);
+  std::vector<int> numberOfRoot(root.size(), -1);
+  int next = 0;
+  for (int r = 0; r < nranks; ++r) {
+    int& number = numberOfRoot[size_t(find(r))];
+    if (number < 0) number = next++;
+    island[size_t(r)] = number;
+  }
+  return island;
+}
 
 DevicePeerPaths::DevicePeerPaths(int rank, const std::vector<PeerReach>& reach)
     : rank_(rank), reach_(reach) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct PeerReach {
   std::string stagedWhyNot;        ///< when not staged: why (BRAID_TRANSPORT excludes socket, ...)
   std::string stagedOver = "TCP";  ///< when staged: the network that carries it (TCP, RDMA)
 };
+
+/// The GPU island of every one of `nranks` ranks: ranks whose GPUs reach each other's memory both
+/// ways (linked(a, b): a's data reaches b through GPU memory), directly or through other ranks of
+/// the island, share one. Numbered 0.. in order of each island's first rank.
+std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& linked);
 
 class DevicePeerPaths {
  public:

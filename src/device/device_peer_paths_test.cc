@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "algorithms/algorithms.h"
 
 namespace braid {
@@ -87,6 +90,21 @@ TEST(DevicePeerPaths, OneWayGpuPathCountsAsNoneForTheOtherWay) {
   const Status status = paths.check(ringAllReduce(2, 0));
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.message();
+}
+
+TEST(GpuIslands, RanksLinkedBothWaysShareAnIsland) {
+  // Two hosts of two GPUs, ranks interleaved: 0 and 2 on one, 1 and 3 on the other.
+  auto twoHosts = [](int a, int b) { return a % 2 == b % 2; };
+  EXPECT_EQ(gpuIslands(4, twoHosts), (std::vector<int>{0, 1, 0, 1}));
+  // Every GPU reaches every other: one island; none does (BRAID_TRANSPORT=socket): one each.
+  EXPECT_EQ(gpuIslands(3, [](int, int) { return true; }), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(gpuIslands(3, [](int, int) { return false; }), (std::vector<int>{0, 1, 2}));
+  // A link one way only joins nothing; links through a third rank do.
+  auto oneWay = [](int a, int b) { return a == 0 && b == 1; };
+  EXPECT_EQ(gpuIslands(2, oneWay), (std::vector<int>{0, 1}));
+  auto chain = [](int a, int b) { return std::abs(a - b) == 1 && std::max(a, b) != 3; };
+  EXPECT_EQ(gpuIslands(4, chain), (std::vector<int>{0, 0, 0, 1}));
+  EXPECT_TRUE(gpuIslands(0, twoHosts).empty());
 }
 
 }  // namespace

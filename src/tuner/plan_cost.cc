@@ -578,9 +578,16 @@ class Simulation {
       Fifo& q = fifos_[f.send[i]];
       double arrive = end + hop;
       if (PairLink pl; link(q.linkFrom, q.linkTo, pl)) {
+        double leaves = end;
+        if (pl.stage >= 0 && size_t(pl.stage) < wireFree_.size()) {
+          double& stage = wireFree_[static_cast<size_t>(pl.stage)];
+          stage = std::max(stage, end) + sentBytes * pl.stageUsPerByte;
+          leaves = stage;
+          arrive = stage + hop;
+        }
         if (pl.wire >= 0 && size_t(pl.wire) < wireFree_.size()) {
           double& wire = wireFree_[static_cast<size_t>(pl.wire)];
-          wire = std::max(wire, end) + sentBytes * pl.wireUsPerByte;
+          wire = std::max(wire, leaves) + sentBytes * pl.wireUsPerByte;
           arrive = wire + hop;
         }
         arrive += pl.latencyUs;

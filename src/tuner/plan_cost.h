@@ -46,11 +46,15 @@ struct ByteCosts {
   double user = 0;
 };
 
-/// One direction between two ranks.
+/// One direction between two ranks. A transfer occupies `stage` (when it has one), then `wire`,
+/// each a serial resource: the device path's copy into pinned host memory then the network, so
+/// one slot's copy overlaps the previous slot's time on the wire.
 struct PairLink {
-  double latencyUs = 0;      ///< added to every transfer (beyond the machine's hopUs)
-  int wire = -1;             ///< index of the serial resource (a host's network link) it occupies
-  double wireUsPerByte = 0;  ///< how long each byte occupies the wire
+  double latencyUs = 0;       ///< added to every transfer (beyond the machine's hopUs)
+  int wire = -1;              ///< index of the serial resource (a host's network link) it occupies
+  double wireUsPerByte = 0;   ///< how long each byte occupies the wire
+  int stage = -1;             ///< serial resource occupied before the wire (-1: none)
+  double stageUsPerByte = 0;  ///< how long each byte occupies the stage
 };
 
 /// The modelled machine the plans run on (see above).
@@ -78,7 +82,7 @@ struct SimMachine {
   /// Where `links` is empty: the link from one rank to another, computed (a cluster of thousands
   /// of ranks has no room for n^2 entries); empty too: all local.
   std::function<PairLink(int from, int to)> linkOf;
-  int wires = 0;  ///< number of serial link resources
+  int wires = 0;  ///< number of serial link resources (wires and stages)
 };
 
 /// Microseconds from the moment all ranks start until the last one finishes. plans[r] is rank r's

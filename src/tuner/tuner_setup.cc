@@ -105,10 +105,11 @@ Result<ModelConstants> sharedConstants(const TunerContext& ctx) {
 
 }  // namespace
 
-Result<Tuner> setUpTuner(const TunerContext& ctx) {
+Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
   const Config& config = *ctx.config;
   const int nranks = static_cast<int>(ctx.placements.size());
   ASSIGN_OR_RETURN(ModelConstants constants, sharedConstants(ctx));
+  if (sharedHost != nullptr) *sharedHost = constants.host;
   ASSIGN_OR_RETURN(CostModel model, CostModel::create(constants, ctx.placements, ctx.ring,
                                                       config.nslots, config.fifoBytes));
   std::optional<TuningTable> table;

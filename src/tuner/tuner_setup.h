@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "topology/ordering.h"
 #include "topology/topology.h"
+#include "tuner/cost_model.h"
 #include "tuner/tuner.h"
 
 namespace braid {
@@ -41,7 +42,8 @@ struct TunerContext {
 };
 
 /// Collective over the bootstrap: every rank must call it. Errors name what failed (a tuning
-/// file's line, rank 0's calibration, ranks that disagree).
-Result<Tuner> setUpTuner(const TunerContext& context);
+/// file's line, rank 0's calibration, ranks that disagree). `sharedHost`, when given, receives the
+/// host shape the model used (rank 0's, with the probed network figures), alike on every rank.
+Result<Tuner> setUpTuner(const TunerContext& context, HostShape* sharedHost = nullptr);
 
 }  // namespace braid
