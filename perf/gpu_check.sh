@@ -117,7 +117,7 @@ for opt in nccl_compat:true python:disabled docs:disabled peers:false fuzz:false
 done
 # BRAID_GPU_CHECK_REUSE=1 keeps an existing build (a rerun after a timeout, say).
 TARGETS=(tests/gpu/braid_gpu_tests tests/gpu/braid_gpu_kernel_tests tests/gpu/gpu_benchmark
-         perf/braid-perf compat/nccl/libnccl.so.2.28.3)
+         perf/braid-perf compat/nccl/libnccl.so.2.28.3 compat/nccl/nccl_conformance_device)
 prebuilt_runs() {
   for target in "${TARGETS[@]}"; do [ -f "$1/$target" ] || return 1; done
   "$1/tests/gpu/braid_gpu_kernel_tests" --gtest_list_tests >/dev/null 2>&1 &&
@@ -196,6 +196,11 @@ step collective_tests 120 "$BUILD/tests/gpu/braid_gpu_tests" \
   --gtest_output="xml:$LOGS/collective_tests.xml"
 counts "$LOGS/collective_tests.xml"
 
+# The outside conformance program (nccl.h and the CUDA runtime only) on device buffers, 4 ranks.
+step conformance_device 60 "$BUILD/compat/nccl/nccl_conformance_device" 4
+grep -E "all checks passed|skipped" "$LOGS/conformance_device.log" | sed 's/^/      /' \
+  | tee -a "$SUMMARY"
+
 # ---- Kernel bandwidth against cudaMemcpy.
 step gpu_benchmark 60 "$BUILD/tests/gpu/gpu_benchmark" --benchmark_min_time=0.1 \
   --benchmark_out="$LOGS/gpu_benchmark.json" --benchmark_out_format=json
@@ -247,9 +252,9 @@ fi  # part base
 # ---- Device buffers across hosts (staged through pinned host memory, over RDMA where this
 # machine has a port, and over TCP): ranks sharing GPU 0 split into two BRAID_HOSTIDs, every
 # collective x algorithm at n = 2, 3, 4, a graph replayed over staged FIFOs, the error when ib
-# and socket are excluded; then braid-perf on device
-# buffers over sockets beside the same sweep on host memory (goal: device busbw at least 80% of
-# host busbw from 16 MiB up).
+# and socket are excluded; the outside conformance program on device buffers across the two
+# "hosts" over TCP; then braid-perf on device buffers over sockets beside the same sweep on host
+# memory (goal: device busbw at least 80% of host busbw from 16 MiB up).
 if part staged; then
   step staged_tests_n2 120 "$BUILD/tests/gpu/braid_gpu_tests" \
     --gtest_filter='Staged/GpuStagedCollectiveTest.*/n2_*:GpuStaged.*' \
@@ -259,6 +264,11 @@ if part staged; then
     --gtest_filter='Staged/GpuStagedCollectiveTest.*-*/n2_*' \
     --gtest_output="xml:$LOGS/staged_tests.xml"
   counts "$LOGS/staged_tests.xml"
+  # Ranks 0-1 and 2-3 two "hosts": all-reduce from 1 MiB is hierarchical over the staged hops.
+  step conformance_device_two_hosts 90 env BRAID_TRANSPORT=shm,p2p,socket BRAID_DEBUG=INFO \
+    BRAID_DEBUG_SUBSYS=TUNE "$BUILD/compat/nccl/nccl_conformance_device" --hosts 2 4
+  grep -E "all checks passed|skipped|device calls span" "$LOGS/conformance_device_two_hosts.log" \
+    | head -n 2 | sed 's/^/      /' | tee -a "$SUMMARY"
   for np in 2 4; do
     step "braid_perf_staged_device_np$np" 60 env BRAID_TRANSPORT=socket "$BUILD/perf/braid-perf" \
       allreduce --np "$np" --device -b 8 -e 256M -f 8 -n 5 -w 2 -c 1 -T 30
