@@ -2,13 +2,15 @@
 // (kernels/host_lane_runner.h: the kernel's protocol code over host memory) and the real socket
 // proxy between ranks as threads over loopback: every collective x algorithm exact at n = 2, 3, 4,
 // one call after another through the same FIFOs as a device's launches go, the proxy armed per
-// call as the device path arms it; large slots split over both streams; a proxy armed for slots
+// call as the device path arms it; large slots split over both streams; a call keeps every slot
+// of its FIFO in flight; a proxy armed for slots
 // not yet posted keeps polling, and sleeps again once they have gone; a peer that goes away is
 // reported and the lanes waiting on it stop at the abort that follows.
 #include "transport/staged_path.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -99,6 +101,74 @@ TEST(StagedPath, ArmedProxyPollsUntilTheSlotsAreDoneThenSleeps) {
         StagedRank rank;
         RETURN_IF_ERROR(setUp(r, 2, bootstrap, config, logger, rank));
         return testing::checkArmedProxyPolls(r, rank);
+      });
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].message();
+  }
+}
+
+// Copies overlap the wire: the sending lane writes and posts slot after slot without waiting for
+// any to be freed, and the proxy puts each on the wire as soon as it is posted, so a call keeps
+// every slot of its (peer, channel) in flight. Here the receiver's lanes start only once the
+// pipeline is full: nslots slots crossed and wait at the receiver (its credits are used up), and
+// the lane has written nslots more into the FIFO, whose first slots the socket proxy freed once
+// they were on the wire - 2 x nslots posted before the receiver freed one. A lane that waited for
+// each slot to be freed would stop at nslots + 1. Then the call completes, exact.
+TEST(StagedPath, ALargeCallKeepsEverySlotInFlight) {
+  constexpr uint64_t kSlots = 4;
+  auto made = PlanCase::make([] {
+    PlanCaseSpec s;
+    s.coll = Collective::kSend;
+    s.algo = Algorithm::kPairwise;
+    s.nranks = 2;
+    s.count = 16 * 256;  // 16 chunks of 1 KiB, four times the FIFO's depth
+    s.chunkBytes = 1024;
+    return s;
+  }());
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  PlanCase& pc = **made;
+  Config config = stagedConfig(1024);
+  config.nslots = static_cast<int>(kSlots);
+  std::atomic<bool> senderFull{false};
+  const std::vector<Status> statuses =
+      onBootstrapThreads(2, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
+        Logger logger(LogLevel::kWarn, kAllSubsys, "");
+        StagedRank rank;
+        RETURN_IF_ERROR(setUp(r, 2, bootstrap, config, logger, rank));
+        const int peer = 1 - r;
+        const uint64_t* posted = rank.args.sendFifos[size_t(peer) * kMaxChannels].head;
+        const uint64_t* arrived = rank.args.recvFifos[size_t(peer) * kMaxChannels].head;
+        auto load = [](const uint64_t* counter) { return gpu::HostMemoryOps::load(counter); };
+        rank.path->arm(gpu::countDeviceSlots(pc.plan(r)));
+        const gpu::DeviceCall call = pc.call(r);
+        if (r == 0) {
+          std::thread lanes([&] { gpu::runLanesOnHost(rank.args, &call, 1); });
+          // Both counts stay where they are until the receiver frees a slot.
+          const bool full = testing::eventually([&] { return load(posted) == 2 * kSlots; }, 20);
+          const uint64_t postedSlots = load(posted);
+          senderFull = true;
+          lanes.join();
+          if (!full) {
+            return internalError("the lane posted " + std::to_string(postedSlots) +
+                                 " slots before the receiver freed one, not " +
+                                 std::to_string(2 * kSlots));
+          }
+        } else {
+          // Rank 0 raises senderFull within 20 s, full or not.
+          testing::eventually([&] { return senderFull.load(); }, 30);
+          const bool full = testing::eventually([&] { return load(arrived) == kSlots; }, 20);
+          const uint64_t arrivedSlots = load(arrived);
+          gpu::runLanesOnHost(rank.args, &call, 1);
+          if (!full) {
+            return internalError(std::to_string(arrivedSlots) + " slots crossed before the " +
+                                 "receiver ran, not " + std::to_string(kSlots));
+          }
+        }
+        if (rank.control.error != gpu::kDeviceOk) {
+          return internalError("lanes stopped with error " + std::to_string(rank.control.error));
+        }
+        if (const std::string bad = pc.check(r); !bad.empty()) return internalError(bad);
+        return okStatus();
       });
   for (size_t r = 0; r < statuses.size(); ++r) {
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].message();
