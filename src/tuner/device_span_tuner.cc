@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "algorithms/algorithms.h"
 
@@ -11,9 +12,13 @@ namespace {
 
 // Messages longer than two spans are simulated at one and two spans and extrapolated linearly, as
 // the host cost model does: past the pipeline's fill every further chunk costs the same. A span
-// covers two rounds of the ring and hierarchical all-reduce (n chunks each) and at least four
-// chunks.
+// covers a round of the ring and hierarchical all-reduce (n chunks) and at least four chunks.
+// Both simulations serve every longer size of a candidate (they are remembered).
 constexpr uint64_t kSpanChunks = 4;
+
+// Calls above this size get no chunk below it, as on the host (tuner.cc): the device path's slots
+// are large, and each smaller candidate costs a simulation of many more steps.
+constexpr uint64_t kMinLargeCallChunkBytes = 128 * 1024;
 
 // The model runs a call on at most this many of its channels: enough lanes to overlap one slot's
 // wait with another's work, while the simulation of a long call stays within milliseconds. Its
@@ -151,8 +156,16 @@ Result<std::vector<Plan>> DeviceSpanTuner::plansFor(Collective coll, Algorithm a
 
 Result<double> DeviceSpanTuner::simulate(Collective coll, Algorithm algo, uint64_t bytes,
                                          uint32_t chunkBytes, int nchannels) const {
+  const auto key = std::make_tuple(coll, algo, bytes, chunkBytes, nchannels);
+  {
+    std::lock_guard<std::mutex> lock(simMutex_);
+    if (auto it = simulated_.find(key); it != simulated_.end()) return it->second;
+  }
   ASSIGN_OR_RETURN(std::vector<Plan> plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
-  return simulatePlans(plans, machine_);
+  ASSIGN_OR_RETURN(const double us, simulatePlans(plans, machine_));
+  std::lock_guard<std::mutex> lock(simMutex_);
+  simulated_.emplace(key, us);
+  return us;
 }
 
 Result<double> DeviceSpanTuner::predict(Collective coll, Algorithm algo, uint64_t bytes,
@@ -168,7 +181,7 @@ Result<double> DeviceSpanTuner::predict(Collective coll, Algorithm algo, uint64_
   if (bytes == 0 || machine_.nranks == 1) return 0.0;
   const int nchannels = std::min(channelsFor(bytes), kModelChannels);
   const uint64_t unit = uint64_t(chunkBytes) * uint64_t(nchannels);
-  const uint64_t span = std::max<uint64_t>(kSpanChunks, 2 * uint64_t(machine_.nranks)) * unit;
+  const uint64_t span = std::max<uint64_t>(kSpanChunks, uint64_t(machine_.nranks)) * unit;
   if (bytes <= 2 * span) return simulate(coll, algo, bytes, chunkBytes, nchannels);
   ASSIGN_OR_RETURN(const double one, simulate(coll, algo, span, chunkBytes, nchannels));
   ASSIGN_OR_RETURN(const double two, simulate(coll, algo, 2 * span, chunkBytes, nchannels));
@@ -184,10 +197,17 @@ const DeviceSpanTuner::AlgoCells& DeviceSpanTuner::cellsAt(Collective coll, int 
   const std::vector<uint32_t> chunks = chunkCandidates();
   for (Algorithm algo : algorithmsFor(coll)) {
     if (!usable(algo, coll)) continue;
+    // What choose() could not pick is not costed (direct's n-1 copies cost n^2 transfers to
+    // simulate); with BRAID_ALGO set, anything may be asked for.
+    if (!override_.active() && !modelMayPick(algo, coll, bytes, options_.nranks)) continue;
     Cell& cell = it->second[static_cast<int>(algo)];
     for (size_t i = 0; i < chunks.size(); ++i) {
       // A message no larger than a smaller candidate's chunk plans the same with this one.
       if (i > 0 && bytes <= chunks[i - 1]) break;
+      if (bytes > kMinLargeCallChunkBytes && chunks[i] < kMinLargeCallChunkBytes &&
+          chunks.back() >= kMinLargeCallChunkBytes) {
+        continue;
+      }
       Result<double> us = predict(coll, algo, bytes, chunks[i]);
       if (!us.ok()) continue;  // a shape this algorithm cannot plan: not a candidate
       if (cell.us < 0 || us.value() < cell.us) cell = Cell{us.value(), chunks[i]};

@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,10 @@ class DeviceSpanTuner {
   /// Grid points already worked out, by (collective, grid point).
   mutable std::mutex mutex_;
   mutable std::map<std::pair<Collective, int>, AlgoCells> cells_;
+  /// Simulated times, by (collective, algorithm, bytes, chunk, channels): the two long spans of
+  /// a candidate serve all its long sizes. Taken after mutex_ where both are.
+  mutable std::mutex simMutex_;
+  mutable std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>, double> simulated_;
 };
 
 }  // namespace braid
