@@ -160,6 +160,18 @@ Status Communicator::setUp() {
   rankWaker_ = shm->waker();
   transports_.push_back(std::move(shm));
   ASSIGN_OR_RETURN(const NetworkLinks links, setUpNetwork(ctx, *transports_.front()));
+  if (config_.callCheck != 0 && nranks_ > 1) {
+    // Connections are made on first use, but the call check's descriptors trail the calls: a
+    // rank's last ones may reach a successor that has finished, destroyed its communicator and
+    // stopped accepting. Linked now, before the all-gathers below that no rank passes until every
+    // rank has linked, the successor reads them while it lingers at destruction.
+    PlanRequest ringOnly;
+    ringOnly.nranks = nranks_;
+    ringOnly.ring = ring_;
+    RETURN_IF_ERROR(connectors_.send(ringNeighbour(ringOnly, rank_, 1), maxChannels_)
+                        .status()
+                        .withContext("connecting the call check's successor"));
+  }
   TunerContext tunerContext;
   tunerContext.config = &config_;
   tunerContext.logger = logger_.get();

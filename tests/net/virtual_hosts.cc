@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 
@@ -37,7 +38,10 @@ Result<std::unique_ptr<VirtualHosts>> VirtualHosts::create(int hosts) {
   if (::geteuid() != 0) return invalidUsage("network namespaces need root");
   std::unique_ptr<VirtualHosts> v(new VirtualHosts());
   const int id = static_cast<int>(::getpid() % 10000);
-  v->prefix_ = "braid" + std::to_string(id);
+  // Several sets in one process (the suite's 3 hosts, a test's 8) need names of their own.
+  static std::atomic<int> sets{0};
+  const int set = sets.fetch_add(1);
+  v->prefix_ = "braid" + std::to_string(id) + (set > 0 ? "s" + std::to_string(set) : "");
   v->subnet_ = "10.201." + std::to_string(id % 250);
   v->switch_ = v->prefix_ + "sw";
   v->originalNs_ = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
