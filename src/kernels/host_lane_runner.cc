@@ -7,6 +7,7 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/executor_protocol.h"
 #include "kernels/host_memory_ops.h"
+#include "kernels/ll_executor.h"
 
 namespace braid::gpu {
 namespace {
@@ -16,6 +17,8 @@ namespace {
 /// before any output is written.
 struct HostThread {
   static bool leader() { return true; }
+  static uint32_t thread() { return 0; }
+  static uint32_t threads() { return 1; }
   static void sync() {}
   static void combine(const CombineArgs& a, const DeviceCall& call) {
     const size_t bytes = a.count * call.elemSize;
@@ -56,6 +59,27 @@ void runLanesOnHost(const ExecutorArgs& args, const DeviceCall* calls, int ncall
       threads.emplace_back([&args, &call = calls[c], c, lane] {
         LaneState state{};
         runLane<HostMemoryOps, HostThread>(args, call, static_cast<uint32_t>(c), lane, state);
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void runLanesOnHost(const ExecutorArgs& args, const LlArgs& ll, const DeviceCall* calls,
+                    int ncalls) {
+  std::vector<std::thread> threads;
+  for (int c = 0; c < ncalls; ++c) {
+    for (uint32_t lane = 0; lane < calls[c].nlanes; ++lane) {
+      threads.emplace_back([&args, &ll, &call = calls[c], c, lane] {
+        // The kernel stages in shared memory; a host lane in a buffer of its own.
+        std::vector<char> stage((kMaxStepPeers + 1) * size_t{kLlMaxMessageBytes});
+        LlLaneState lines{};
+        for (int r = 0; r < kMaxStepPeers; ++r)
+          lines.stageIn[r] = stage.data() + r * kLlMaxMessageBytes;
+        lines.stageOut = stage.data() + kMaxStepPeers * kLlMaxMessageBytes;
+        LaneState state{};
+        runLaneLl<HostMemoryOps, HostThread>(args, ll, call, static_cast<uint32_t>(c), lane, state,
+                                             lines);
       });
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/cuda/device_abi.h"
+#include "kernels/ll_protocol.h"
 
 namespace braid::gpu {
 
@@ -12,5 +13,10 @@ namespace braid::gpu {
 /// args.control, as the kernel does). args, the calls, their plans, buffers and FIFOs are host
 /// memory. Returns when every lane has stopped.
 void runLanesOnHost(const ExecutorArgs& args, const DeviceCall* calls, int ncalls);
+
+/// The same with the low-latency protocol (ll_executor.h) on the rings of `ll`, as the kernel
+/// runs it when BRAID_DEVICE_PROTO=ll.
+void runLanesOnHost(const ExecutorArgs& args, const LlArgs& ll, const DeviceCall* calls,
+                    int ncalls);
 
 }  // namespace braid::gpu

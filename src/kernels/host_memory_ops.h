@@ -29,6 +29,20 @@ struct HostMemoryOps {
   }
   static void fenceAcquire() { std::atomic_signal_fence(std::memory_order_seq_cst); }
   static void fenceRelease() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+  static void fenceReleaseGpu() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+  /// A low-latency line (ll_protocol.h): the device writes data and flag in one 16-byte store;
+  /// here the flag's release store publishes the data and its acquire load sees it.
+  template <class Line>
+  static void storeLine(Line* l, uint64_t data, uint64_t flag) {
+    std::atomic_ref<uint64_t>(l->data).store(data, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(l->flag).store(flag, std::memory_order_release);
+  }
+  template <class Line>
+  static void loadLine(const Line* l, uint64_t& data, uint64_t& flag) {
+    Line* line = const_cast<Line*>(l);
+    flag = std::atomic_ref<uint64_t>(line->flag).load(std::memory_order_acquire);
+    data = std::atomic_ref<uint64_t>(line->data).load(std::memory_order_relaxed);
+  }
   static uint32_t compareExchange(uint32_t* p, uint32_t expected, uint32_t desired) {
     std::atomic_ref<uint32_t>(*p).compare_exchange_strong(expected, desired,
                                                           std::memory_order_acq_rel);

@@ -203,7 +203,8 @@ std::string PlanCase::check(int rank) const {
   return errors;
 }
 
-HostFifoMesh::HostFifoMesh(int nranks, int maxChannels, uint32_t nslots, uint32_t slotBytes)
+HostFifoMesh::HostFifoMesh(int nranks, int maxChannels, uint32_t nslots, uint32_t slotBytes,
+                           uint32_t nlines)
     : nranks_(nranks), maxChannels_(maxChannels) {
   const size_t perRank = size_t(nranks) * maxChannels;
   fifos_.resize(perRank * nranks);
@@ -211,12 +212,14 @@ HostFifoMesh::HostFifoMesh(int nranks, int maxChannels, uint32_t nslots, uint32_
     f = std::make_unique<Fifo>();
     f->headers.resize(nslots);
     f->data.resize(size_t(nslots) * slotBytes);
+    f->lines.resize(nlines, gpu::LlLine{0, 0});
   }
   tables_.resize(nranks);
   for (int r = 0; r < nranks; ++r) {
     controls_.push_back(std::make_unique<gpu::DeviceControl>());
     latches_.push_back(std::make_unique<uint32_t>(0));
     tables_[r].resize(2 * perRank);
+    llTables_.emplace_back(2 * perRank);
     for (int p = 0; p < nranks; ++p) {
       for (int ch = 0; ch < maxChannels; ++ch) {
         auto end = [&](Fifo& f) {
@@ -231,6 +234,15 @@ HostFifoMesh::HostFifoMesh(int nranks, int maxChannels, uint32_t nslots, uint32_
         };
         tables_[r][size_t(p) * maxChannels + ch] = end(fifo(r, p, ch));
         tables_[r][perRank + size_t(p) * maxChannels + ch] = end(fifo(p, r, ch));
+        auto ring = [&](Fifo& f) {
+          gpu::LlFifo l;
+          l.lines = f.lines.data();
+          l.credits = &f.credits;
+          l.nlines = nlines;
+          return l;
+        };
+        llTables_[r][size_t(p) * maxChannels + ch] = ring(fifo(r, p, ch));
+        llTables_[r][perRank + size_t(p) * maxChannels + ch] = ring(fifo(p, r, ch));
       }
     }
   }
@@ -255,6 +267,21 @@ uint64_t HostFifoMesh::head(int sender, int receiver, int channel) const {
 
 uint64_t HostFifoMesh::tail(int sender, int receiver, int channel) const {
   return fifo(sender, receiver, channel).tail;
+}
+
+gpu::LlArgs HostFifoMesh::llArgs(int rank) {
+  gpu::LlArgs a;
+  a.sendFifos = llTables_[rank].data();
+  a.recvFifos = a.sendFifos + size_t(nranks_) * maxChannels_;
+  return a;
+}
+
+uint64_t HostFifoMesh::linesSent(int sender, int receiver, int channel) const {
+  return llTables_[sender][size_t(receiver) * maxChannels_ + channel].count;
+}
+
+uint64_t HostFifoMesh::linesCredited(int sender, int receiver, int channel) const {
+  return fifo(sender, receiver, channel).credits;
 }
 
 }  // namespace braid::testing

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "kernels/cuda/device_abi.h"
 #include "kernels/executor_protocol.h"
+#include "kernels/ll_protocol.h"
 
 namespace braid::testing {
 
@@ -79,9 +80,16 @@ class PlanCase {
 /// executor reads (DeviceFifo), with each rank's send and receive tables.
 class HostFifoMesh {
  public:
-  HostFifoMesh(int nranks, int maxChannels, uint32_t nslots, uint32_t slotBytes);
+  /// nlines > 0: every FIFO also has a low-latency ring of that many lines (ll_protocol.h).
+  HostFifoMesh(int nranks, int maxChannels, uint32_t nslots, uint32_t slotBytes,
+               uint32_t nlines = 0);
   /// ExecutorArgs for `rank` (its tables, a control block and an error latch of its own).
   gpu::ExecutorArgs args(int rank);
+  /// The ring ends of `rank`, laid out as args(rank)'s FIFO tables.
+  gpu::LlArgs llArgs(int rank);
+  /// Lines `sender` wrote to `receiver` on `channel`, and those the receiver has credited back.
+  uint64_t linesSent(int sender, int receiver, int channel) const;
+  uint64_t linesCredited(int sender, int receiver, int channel) const;
   const gpu::DeviceControl& control(int rank) const { return *controls_[rank]; }
   /// The slots posted into the FIFO from `sender` to `receiver` on `channel` (its head) and
   /// freed (its tail).
@@ -94,6 +102,8 @@ class HostFifoMesh {
     alignas(64) uint64_t tail = 0;
     std::vector<SlotHeader> headers;
     std::vector<char> data;
+    alignas(64) uint64_t credits = 0;
+    std::vector<gpu::LlLine> lines;
   };
   Fifo& fifo(int sender, int receiver, int channel) {
     return *fifos_[(size_t(sender) * nranks_ + receiver) * maxChannels_ + channel];
@@ -106,6 +116,7 @@ class HostFifoMesh {
   int maxChannels_;
   std::vector<std::unique_ptr<Fifo>> fifos_;
   std::vector<std::vector<gpu::DeviceFifo>> tables_;  ///< per rank: sends, then receives
+  std::vector<std::vector<gpu::LlFifo>> llTables_;    ///< per rank: sends, then receives
   std::vector<std::unique_ptr<gpu::DeviceControl>> controls_;
   std::vector<std::unique_ptr<uint32_t>> latches_;
 };

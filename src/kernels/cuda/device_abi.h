@@ -70,6 +70,8 @@ enum DeviceError : uint32_t {
   kDeviceTimeout = 3,        ///< no progress for timeoutNs
   kDeviceAborted = 4,        ///< the host raised DeviceControl::abort
   kDeviceBadStep = 5,        ///< a step the executor cannot run (a bug, reported not hidden)
+  /// A low-latency line whose digest (ll_protocol.h) differs from this rank's call and size.
+  kDeviceDigestMismatch = 6,
 };
 
 /// Shared between the host and the kernels in mapped pinned memory, one per communicator. The
