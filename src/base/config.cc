@@ -101,6 +101,21 @@ const std::vector<ConfigVar>& table() {
         "payload bytes (messages above 4 KiB) a rank keeps in flight over shared memory, shared "
         "among the FIFOs a call sends on, each holding at least three of its chunks; 64K-256M"},
        byteField(&Config::fifoBytes, 64u << 10, 256u << 20)},
+      {{"BRAID_DEVICE_PROTO", "auto",
+        "protocol of device calls: simple (slots), ll (small messages as 16-byte lines; the same "
+        "on every rank), auto (simple until a GPU check confirms ll)"},
+       [](Config& c, std::string_view t) -> Status {
+         if (t == "auto") {
+           c.deviceProto = Config::DeviceProto::kAuto;
+         } else if (t == "simple") {
+           c.deviceProto = Config::DeviceProto::kSimple;
+         } else if (t == "ll") {
+           c.deviceProto = Config::DeviceProto::kLowLatency;
+         } else {
+           return invalidArgument("'" + std::string(t) + "' is not auto, simple or ll");
+         }
+         return okStatus();
+       }},
       {{"BRAID_ALGO", "", "force algorithms, e.g. ring, ^tree, allreduce:rhd;broadcast:tree"},
        stringField(&Config::algo)},
       {{"BRAID_TRANSPORT", "", "allowed transports: shm,p2p,ib,socket; ^ excludes"},

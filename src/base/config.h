@@ -36,6 +36,10 @@ struct Config {
   int nslots = 4;                 ///< FIFO depth per connector of the network transports
   uint32_t fifoBytes = 1u << 20;  ///< payload bytes a rank keeps in flight over shared memory
   uint32_t slotBytes = 0;         ///< derived: FIFO slot size, the largest chunk any call may use
+  /// Protocol of the device executor (BRAID_DEVICE_PROTO): kAuto and kSimple take slots for every
+  /// message; kLowLatency sends small ones as lines (kernels/ll_protocol.h).
+  enum class DeviceProto { kAuto, kSimple, kLowLatency };
+  DeviceProto deviceProto = DeviceProto::kAuto;
 
   // Selection and topology (parsed further by the tuner / topology code).
   std::string algo;

@@ -95,5 +95,16 @@ TEST(Config, IntegersAreDecimalAndWithinTheirRange) {
   EXPECT_EQ(c.status().message(), "BRAID_NSLOTS: '1K' is not an integer in [2, 64]");
 }
 
+TEST(Config, DeviceProtocolIsAutoSimpleOrLl) {
+  EXPECT_EQ(Config::load({}).value().deviceProto, Config::DeviceProto::kAuto);
+  EXPECT_EQ(Config::load({"BRAID_DEVICE_PROTO=simple"}).value().deviceProto,
+            Config::DeviceProto::kSimple);
+  EXPECT_EQ(Config::load({"BRAID_DEVICE_PROTO=ll"}).value().deviceProto,
+            Config::DeviceProto::kLowLatency);
+  Result<Config> c = Config::load({"BRAID_DEVICE_PROTO=LL128"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "BRAID_DEVICE_PROTO: 'LL128' is not auto, simple or ll");
+}
+
 }  // namespace
 }  // namespace braid

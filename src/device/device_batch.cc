@@ -190,8 +190,11 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
       RETURN_IF_ERROR(device.armStaged(launch.plans, primary, capturing));
       gpu::ExecutorArgs common = device.executorArgs();
       common.nblocks = launch.nblocks;
-      RETURN_IF_ERROR(gpu::launchExecutor(common, launch.calls.data(),
-                                          static_cast<int>(launch.calls.size()), primary));
+      const int ncalls = static_cast<int>(launch.calls.size());
+      RETURN_IF_ERROR(
+          device.lowLatency()
+              ? gpu::launchExecutorLl(common, device.llArgs(), launch.calls.data(), ncalls, primary)
+              : gpu::launchExecutor(common, launch.calls.data(), ncalls, primary));
     }
     RETURN_IF_ERROR(device.markLaunched(primary, capturing));
     if (waits || streams.size() > 1) {

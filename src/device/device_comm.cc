@@ -84,6 +84,9 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
       comm.deviceMaxChannels() + 1;  // the algorithms' channels, then the call check's
   d->timeoutNs_ = static_cast<uint64_t>(comm.config().timeoutSeconds * 1e9);
   const Config& config = comm.config();
+  // `auto` keeps slots for every message until a GPU check confirms the low-latency protocol
+  // (docs/tuning.md#device-calls).
+  d->lowLatency_ = config.deviceProto == Config::DeviceProto::kLowLatency;
 
   DeviceGuard guard;
   RelaxedCaptureMode relaxed;
@@ -92,6 +95,10 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
     ASSIGN_OR_RETURN(d->stream_, CudaStream::create());
     ASSIGN_OR_RETURN(d->lastWork_, CudaEvent::create());
     ASSIGN_OR_RETURN(d->residentBlocks_, gpu::executorResidentBlocks());
+    if (d->lowLatency_) {
+      ASSIGN_OR_RETURN(const int llBlocks, gpu::executorResidentBlocksLl());
+      d->residentBlocks_ = std::min(d->residentBlocks_, llBlocks);
+    }
     return okStatus();
   }();
   ASSIGN_OR_RETURN(const TransportFilter filter, TransportFilter::parse(config.transport));
@@ -102,6 +109,7 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   options.maxChannels = d->maxChannels_;
   options.nslots = static_cast<uint32_t>(config.nslots);
   options.slotBytes = config.slotBytes;
+  options.llLines = d->lowLatency_ ? gpu::kLlDefaultLines : 0;
   options.hostHash = hostHash(hostIdentity(config.hostId));
   options.device = device;
   options.allowed = filter.allows(TransportKind::kP2p);
@@ -131,6 +139,22 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   }
   const size_t tableBytes = tables.size() * sizeof(gpu::DeviceFifo);
   ASSIGN_OR_RETURN(d->fifoTables_, DeviceMemory::allocate(tableBytes));
+  std::vector<gpu::LlFifo> rings;
+  if (d->lowLatency_) {
+    // Peers without a GPU path keep ringless entries: their messages take the staged slots.
+    rings.resize(2 * perSide);
+    for (int peer = 0; peer < d->nranks_; ++peer) {
+      for (int ch = 0; ch < d->maxChannels_; ++ch) {
+        const size_t at = size_t(peer) * d->maxChannels_ + ch;
+        if (d->p2p_->canSend(peer)) rings[at] = d->p2p_->sendRing(peer, ch);
+        if (d->p2p_->canRecv(peer)) rings[perSide + at] = d->p2p_->recvRing(peer, ch);
+      }
+    }
+    const size_t ringBytes = rings.size() * sizeof(gpu::LlFifo);
+    ASSIGN_OR_RETURN(d->ringTables_, DeviceMemory::allocate(ringBytes));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d->ringTables_.data(), rings.data(), ringBytes,
+                                         cudaMemcpyHostToDevice, d->stream_.get()));
+  }
   ASSIGN_OR_RETURN(d->errorLatch_, DeviceMemory::allocate(sizeof(uint32_t)));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d->fifoTables_.data(), tables.data(), tableBytes,
                                        cudaMemcpyHostToDevice, d->stream_.get()));
@@ -315,6 +339,13 @@ gpu::ExecutorArgs DeviceComm::executorArgs() const {
   return args;
 }
 
+gpu::LlArgs DeviceComm::llArgs() const {
+  gpu::LlArgs args;
+  args.sendFifos = reinterpret_cast<gpu::LlFifo*>(ringTables_.data());
+  args.recvFifos = args.sendFifos + size_t(nranks_) * size_t(maxChannels_);
+  return args;
+}
+
 Status DeviceComm::orderAfterEarlier(cudaStream_t stream, bool capturing) {
   if (capturing || !haveLastWork_) return okStatus();
   return cudaStatus(cudaStreamWaitEvent(stream, lastWork_.get(), 0),
@@ -347,6 +378,11 @@ Status DeviceComm::deviceError() const {
                           " bytes where rank " + std::to_string(rank_) + " expected " +
                           std::to_string(c.expectedBytes) + " (" + where +
                           "; BRAID_CHUNK_BYTES or BRAID_ALGO differ between ranks?)");
+    case gpu::kDeviceDigestMismatch:
+      return invalidUsage("rank " + std::to_string(c.peer) +
+                          " sent a low-latency message of another call or size where rank " +
+                          std::to_string(rank_) + " called " + describeCall(c.expected) + " (" +
+                          std::to_string(c.expectedBytes) + " bytes expected, " + where + ")");
     case gpu::kDeviceTimeout:
       return timeoutError("device executor of rank " + std::to_string(rank_) +
                           " made no progress for " +

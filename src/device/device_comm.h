@@ -73,6 +73,10 @@ class DeviceComm {
   Result<char*> scratch(size_t bytes);
   /// What every block of a launch of this communicator shares.
   gpu::ExecutorArgs executorArgs() const;
+  /// Whether launches run the low-latency protocol for small messages (BRAID_DEVICE_PROTO=ll),
+  /// and the rings they then use.
+  bool lowLatency() const { return lowLatency_; }
+  gpu::LlArgs llArgs() const;
 
   /// Orders work about to be enqueued on `stream` after this communicator's earlier work, then
   /// (markLaunched) records `stream` as holding its latest work. Captured streams are ordered by
@@ -112,6 +116,8 @@ class DeviceComm {
   /// The host node of a captured graph: arms the proxy each time the graph runs.
   static void CUDART_CB armFromGraph(void* arming);
   DeviceMemory fifoTables_;  ///< send table then receive table, [peer * maxChannels + channel]
+  bool lowLatency_ = false;
+  DeviceMemory ringTables_;  ///< the low-latency rings, laid out as fifoTables_
   DeviceMemory errorLatch_;
   PinnedMemory control_;
   std::unordered_map<const Plan*, std::unique_ptr<DevicePlan>> plans_;

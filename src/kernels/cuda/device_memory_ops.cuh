@@ -31,6 +31,18 @@ struct DeviceMemoryOps {
   __device__ static void writeField(T* p, T v) {
     *reinterpret_cast<volatile T*>(p) = v;
   }
+  /// A low-latency line (ll_protocol.h): data and flag in one 16-byte volatile access, which the
+  /// GPU performs whole, so a reader that sees the flag sees the data beside it.
+  template <class Line>
+  __device__ static void storeLine(Line* l, uint64_t data, uint64_t flag) {
+    asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(l), "l"(data), "l"(flag) : "memory");
+  }
+  template <class Line>
+  __device__ static void loadLine(const Line* l, uint64_t& data, uint64_t& flag) {
+    asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(data), "=l"(flag) : "l"(l) : "memory");
+  }
+  /// fenceRelease for a peer on the same GPU: device scope is enough.
+  __device__ static void fenceReleaseGpu() { __threadfence(); }
   /// Orders the reads after it after the counter load before it.
   __device__ static void fenceAcquire() { __threadfence_system(); }
   /// Orders the writes before it before the counter store after it.

@@ -5,6 +5,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/device_abi.h"
+#include "kernels/ll_protocol.h"
 
 namespace braid::gpu {
 
@@ -13,8 +14,15 @@ namespace braid::gpu {
 Status launchExecutor(const ExecutorArgs& common, const DeviceCall* calls, int ncalls,
                       void* stream);
 
+/// launchExecutor with the low-latency protocol for small messages on the rings of `ll`
+/// (ll_executor.h; BRAID_DEVICE_PROTO=ll).
+Status launchExecutorLl(const ExecutorArgs& common, const LlArgs& ll, const DeviceCall* calls,
+                        int ncalls, void* stream);
+
 /// How many executor blocks the current device keeps resident at once. A launch must not use
 /// more: blocks of one launch wait for each other through the FIFOs.
 Result<int> executorResidentBlocks();
+/// The same for the kernel of launchExecutorLl.
+Result<int> executorResidentBlocksLl();
 
 }  // namespace braid::gpu

@@ -10,6 +10,7 @@
 #include "kernels/cuda/device_memory_ops.cuh"
 #include "kernels/cuda/executor.h"
 #include "kernels/executor_protocol.h"
+#include "kernels/ll_executor.h"
 
 namespace braid::gpu {
 namespace {
@@ -46,6 +47,8 @@ __device__ void runCombine(const CombineArgs& a, const DeviceCall& call) {
 /// The threads of one block running a lane: thread 0 leads.
 struct BlockThreads {
   __device__ static bool leader() { return threadIdx.x == 0; }
+  __device__ static uint32_t thread() { return threadIdx.x; }
+  __device__ static uint32_t threads() { return blockDim.x; }
   __device__ static void sync() { __syncthreads(); }
   __device__ static void combine(const CombineArgs& a, const DeviceCall& call) {
     runCombine(a, call);
@@ -55,8 +58,12 @@ struct BlockThreads {
   __device__ static void fenceData() { __threadfence_system(); }
 };
 
+// The lane's shared state, one variable for both kernels: the combine loops below take their
+// arguments from it, and with a single address nvcc reads them there directly.
+__shared__ LaneState laneState;
+
 __device__ __noinline__ void runBlock(const ExecutorArgs& args, const DeviceCall* calls) {
-  __shared__ LaneState s;
+  LaneState& s = laneState;
   uint32_t callIndex = 0;
   while (callIndex + 1 < args.ncalls && calls[callIndex + 1].firstBlock <= blockIdx.x) ++callIndex;
   const DeviceCall& call = calls[callIndex];
@@ -69,6 +76,52 @@ template <int N>
 __global__ void __launch_bounds__(kExecutorThreads)
     executorKernel(const __grid_constant__ LaunchArgs<N> args) {
   runBlock(args.common, args.calls);
+}
+
+// ---- The kernel with the low-latency protocol for small messages (ll_executor.h), launched
+// instead of the one above when BRAID_DEVICE_PROTO=ll. A kernel of its own, so the slot-only
+// kernel's code stays what it was.
+
+template <int N>
+struct LlLaunchArgs {
+  ExecutorArgs common;
+  LlArgs ll;
+  DeviceCall calls[N];
+};
+
+__device__ __noinline__ void runBlockLl(const ExecutorArgs& args, const LlArgs& ll,
+                                        const DeviceCall* calls, LaneState& s) {
+  __shared__ LlLaneState lines;
+  __shared__ __align__(16) char stage[(kMaxStepPeers + 1) * kLlMaxMessageBytes];
+  uint32_t callIndex = 0;
+  while (callIndex + 1 < args.ncalls && calls[callIndex + 1].firstBlock <= blockIdx.x) ++callIndex;
+  const DeviceCall& call = calls[callIndex];
+  const uint32_t laneIndex = blockIdx.x - call.firstBlock;
+  if (laneIndex >= call.nlanes) return;
+  if (threadIdx.x == 0) {
+    for (int r = 0; r < kMaxStepPeers; ++r) lines.stageIn[r] = stage + r * kLlMaxMessageBytes;
+    lines.stageOut = stage + kMaxStepPeers * kLlMaxMessageBytes;
+  }
+  __syncthreads();
+  runLaneLl<DeviceMemoryOps, BlockThreads>(args, ll, call, callIndex, laneIndex, s, lines);
+}
+
+template <int N>
+__global__ void __launch_bounds__(kExecutorThreads)
+    executorKernelLl(const __grid_constant__ LlLaunchArgs<N> args) {
+  runBlockLl(args.common, args.ll, args.calls, laneState);
+}
+
+template <int N>
+Status launchLlWith(const ExecutorArgs& common, const LlArgs& ll, const DeviceCall* calls,
+                    int ncalls, cudaStream_t stream) {
+  LlLaunchArgs<N> args{};
+  args.common = common;
+  args.common.ncalls = static_cast<uint32_t>(ncalls);
+  args.ll = ll;
+  for (int i = 0; i < ncalls; ++i) args.calls[i] = calls[i];
+  executorKernelLl<N><<<common.nblocks, kExecutorThreads, 0, stream>>>(args);
+  return cudaStatus(cudaGetLastError(), "launching the device executor (low-latency protocol)");
 }
 
 template <int N>
@@ -93,6 +146,16 @@ Status launchExecutor(const ExecutorArgs& common, const DeviceCall* calls, int n
   return launchWith<kMaxCallsPerLaunch>(common, calls, ncalls, static_cast<cudaStream_t>(stream));
 }
 
+Status launchExecutorLl(const ExecutorArgs& common, const LlArgs& ll, const DeviceCall* calls,
+                        int ncalls, void* stream) {
+  if (ncalls < 1 || ncalls > kMaxCallsPerLaunch) {
+    return internalError("launchExecutorLl: " + std::to_string(ncalls) + " calls in one launch");
+  }
+  if (common.nblocks == 0) return okStatus();
+  return launchLlWith<kMaxCallsPerLaunch>(common, ll, calls, ncalls,
+                                          static_cast<cudaStream_t>(stream));
+}
+
 Result<int> executorResidentBlocks() {
   int device = 0;
   int sms = 0;
@@ -101,6 +164,17 @@ Result<int> executorResidentBlocks() {
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &perSm, executorKernel<kMaxCallsPerLaunch>, kExecutorThreads, 0));
+  return sms * perSm;
+}
+
+Result<int> executorResidentBlocksLl() {
+  int device = 0;
+  int sms = 0;
+  int perSm = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &perSm, executorKernelLl<kMaxCallsPerLaunch>, kExecutorThreads, 0));
   return sms * perSm;
 }
 

@@ -36,6 +36,23 @@ TEST(P2pInboxLayout, FifosOfSendersAreDisjointAndAligned) {
   EXPECT_EQ(ranges.back().second, layout.totalBytes());  // 3 senders x 3 channels, no holes
 }
 
+TEST(P2pInboxLayout, LowLatencyRingsFollowTheSlotsAndLeaveTheRestAsItWas) {
+  const std::vector<bool> senders = {true, false, true};
+  const P2pInboxLayout plain(senders, 2, 4, 1000);
+  const P2pInboxLayout lines(senders, 2, 4, 1000, 512);
+  EXPECT_EQ(plain.llLines(), 0u);
+  EXPECT_EQ(lines.llLines(), 512u);
+  // The slots lie where they did; the credits and the lines come after them.
+  EXPECT_EQ(lines.dataOffset(), plain.dataOffset());
+  EXPECT_EQ(lines.creditsOffset(), plain.fifoStride());
+  EXPECT_EQ(lines.creditsOffset() % 64, 0u);
+  const size_t firstLine = lines.creditsOffset() + P2pInboxLayout::kLinesAfterCredits;
+  EXPECT_EQ(firstLine % 16, 0u);
+  EXPECT_GE(lines.fifoStride(), firstLine + 512 * 16);
+  EXPECT_EQ(lines.fifoStride() % P2pInboxLayout::kAlign, 0u);
+  EXPECT_EQ(lines.fifoOffset(2, 1), 3 * lines.fifoStride());
+}
+
 TEST(P2pInboxLayout, AnInboxWithoutSendersIsStillAllocatable) {
   const P2pInboxLayout layout(std::vector<bool>(3, false), 2, 2, 4096);
   EXPECT_GT(layout.totalBytes(), 0u);

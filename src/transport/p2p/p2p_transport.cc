@@ -22,6 +22,7 @@ struct RankInfo {
   uint8_t uuid[16];
   uint32_t nslots;
   uint32_t slotBytes;
+  uint32_t llLines;
   int32_t maxChannels;
   int32_t failed;
   char error[kErrorBytes];
@@ -67,6 +68,7 @@ Status localInfo(const P2pOptions& o, RankInfo& info) {
   info.device = o.device;
   info.nslots = o.nslots;
   info.slotBytes = o.slotBytes;
+  info.llLines = o.llLines;
   info.maxChannels = o.maxChannels;
   cudaDeviceProp props{};
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, o.device));
@@ -151,10 +153,21 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
           std::to_string(options.nslots) + " of " + std::to_string(options.slotBytes) +
           " (BRAID_NCHANNELS, BRAID_NSLOTS or BRAID_CHUNK_BYTES differ)");
     }
+    if (info[r].llLines != options.llLines) {
+      return invalidUsage("p2p transport: rank " + std::to_string(r) +
+                          (info[r].llLines != 0 ? " uses" : " does not use") +
+                          " the low-latency protocol where rank " + std::to_string(me) +
+                          (options.llLines != 0 ? " does" : " does not") +
+                          " (BRAID_DEVICE_PROTO differs)");
+    }
   }
 
   // Round 2: who reaches whom.
   t->how_.assign(n, "this rank");
+  t->sameGpu_.assign(n, false);
+  for (int r = 0; r < n; ++r) {
+    t->sameGpu_[r] = std::memcmp(info[r].uuid, info[me].uuid, sizeof(info[me].uuid)) == 0;
+  }
   std::vector<uint8_t> rows(size_t(n) * n, 0);
   for (int r = 0; r < n; ++r) {
     if (r != me) rows[size_t(me) * n + r] = reaches(options, info[me], info[r], t->how_[r]);
@@ -168,8 +181,8 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
   for (int r = 0; r < n; ++r) {
     std::vector<bool> senders(n);
     for (int s = 0; s < n; ++s) senders[s] = t->reach_[s][r];
-    t->layouts_[r] =
-        P2pInboxLayout(senders, options.maxChannels, options.nslots, options.slotBytes);
+    t->layouts_[r] = P2pInboxLayout(senders, options.maxChannels, options.nslots, options.slotBytes,
+                                    options.llLines);
   }
 
   // Round 3: this rank's inbox, cleared and exported.
@@ -271,6 +284,27 @@ gpu::DeviceFifo P2pTransport::sendFifo(int peer, int channel) const {
 
 gpu::DeviceFifo P2pTransport::recvFifo(int peer, int channel) const {
   return fifoAt(inbox_.data(), layouts_[options_.rank], peer, channel);
+}
+
+gpu::LlFifo P2pTransport::ringAt(char* base, const P2pInboxLayout& layout, int sender, int channel,
+                                 int peer) const {
+  gpu::LlFifo f;
+  if (layout.llLines() == 0) return f;
+  char* fifo = base + layout.fifoOffset(sender, channel);
+  f.credits = reinterpret_cast<uint64_t*>(fifo + layout.creditsOffset());
+  f.lines = reinterpret_cast<gpu::LlLine*>(fifo + layout.creditsOffset() +
+                                           P2pInboxLayout::kLinesAfterCredits);
+  f.nlines = layout.llLines();
+  f.gpuScope = sameGpu_[peer] ? 1 : 0;
+  return f;
+}
+
+gpu::LlFifo P2pTransport::sendRing(int peer, int channel) const {
+  return ringAt(peerInbox_[peer], layouts_[peer], options_.rank, channel, peer);
+}
+
+gpu::LlFifo P2pTransport::recvRing(int peer, int channel) const {
+  return ringAt(inbox_.data(), layouts_[options_.rank], peer, channel, peer);
 }
 
 }  // namespace braid

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "kernels/cuda/device_abi.h"
 #include "kernels/cuda/device_runtime.h"
+#include "kernels/ll_protocol.h"
 #include "transport/p2p/p2p_layout.h"
 
 namespace braid {
@@ -32,6 +33,8 @@ struct P2pOptions {
   int maxChannels = 1;
   uint32_t nslots = 4;
   uint32_t slotBytes = 0;
+  /// Lines of each FIFO's low-latency ring (0: none); every rank must ask for the same.
+  uint32_t llLines = 0;
   uint64_t hostHash = 0;  ///< ranks with equal hashes share a host
   int device = 0;         ///< this rank's CUDA device (current while create() runs)
   bool allowed = true;    ///< false when BRAID_TRANSPORT excludes p2p: no rank is reachable
@@ -62,15 +65,21 @@ class P2pTransport {
   gpu::DeviceFifo sendFifo(int peer, int channel) const;
   /// The FIFO `peer` fills for this rank on `channel` (in this rank's inbox); requires canRecv.
   gpu::DeviceFifo recvFifo(int peer, int channel) const;
+  /// The low-latency rings of those FIFOs (no lines where P2pOptions::llLines is 0).
+  gpu::LlFifo sendRing(int peer, int channel) const;
+  gpu::LlFifo recvRing(int peer, int channel) const;
 
  private:
   P2pTransport() = default;
   static gpu::DeviceFifo fifoAt(char* base, const P2pInboxLayout& layout, int sender, int channel);
+  gpu::LlFifo ringAt(char* base, const P2pInboxLayout& layout, int sender, int channel,
+                     int peer) const;
 
   P2pOptions options_;
   std::vector<std::vector<bool>> reach_;  ///< reach_[s][r]: rank s sends to rank r via p2p
   std::vector<P2pInboxLayout> layouts_;   ///< of every rank's inbox
   std::vector<std::string> how_;          ///< per peer, for describe()
+  std::vector<bool> sameGpu_;             ///< per peer: runs on this rank's GPU
   DeviceMemory inbox_;
   std::vector<char*> peerInbox_;  ///< each receiver's inbox as mapped here (nullptr: not sending)
   std::vector<bool> opened_;      ///< mapped with cudaIpcOpenMemHandle (closed at destruction)
