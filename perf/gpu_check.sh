@@ -10,7 +10,9 @@
 #                                     build-gpu-check; BRAID_GPU_CHECK_BUDGET: seconds, default 470;
 #                                     BRAID_GPU_CHECK_PARTS: the parts to run, "base" (one host)
 #                                     and/or "staged" (device buffers across two BRAID_HOSTIDs over
-#                                     RDMA or TCP), default "base,staged" - with a 10-minute limit per
+#                                     RDMA or TCP) and/or "speed" (small calls in stream and graph
+#                                     mode, the low-latency protocol, the host cost of a call: not in
+#                                     the default), default "base,staged" - with a 10-minute limit per
 #                                     command, run each part on its own, the second with
 #                                     BRAID_GPU_CHECK_REUSE=1;
 #                                     BRAID_GPU_CHECK_PREBUILT=DIR: run the programs of a build
@@ -117,7 +119,8 @@ for opt in nccl_compat:true python:disabled docs:disabled peers:false fuzz:false
 done
 # BRAID_GPU_CHECK_REUSE=1 keeps an existing build (a rerun after a timeout, say).
 TARGETS=(tests/gpu/braid_gpu_tests tests/gpu/braid_gpu_kernel_tests tests/gpu/gpu_benchmark
-         perf/braid-perf compat/nccl/libnccl.so.2.28.3 compat/nccl/nccl_conformance_device)
+         tests/gpu/device_call_benchmark perf/braid-perf compat/nccl/libnccl.so.2.28.3
+         compat/nccl/nccl_conformance_device)
 prebuilt_runs() {
   for target in "${TARGETS[@]}"; do [ -f "$1/$target" ] || return 1; done
   "$1/tests/gpu/braid_gpu_kernel_tests" --gtest_list_tests >/dev/null 2>&1 &&
@@ -248,6 +251,36 @@ for coll in broadcast reduce allgather reducescatter alltoall; do
 done
 
 fi  # part base
+
+# ---- Speed on one host: what the GPU check must confirm before BRAID_DEVICE_PROTO=auto may
+# choose the low-latency protocol (docs/performance-notes.md#device-call-speed): the collectives
+# exact with it (every algorithm, n = 2, 3, 4, lines written by one 16-byte store never seen torn),
+# small all-reduces in stream and graph mode with each protocol against the goals (8 B: at most
+# 10 us at 2 ranks, 15 us at 4), 128 MiB against the HBM bound, and the host side of a call
+# against an empty launch.
+if part speed; then
+  step ll_collective_tests 200 env BRAID_DEVICE_PROTO=ll "$BUILD/tests/gpu/braid_gpu_tests" \
+    --gtest_filter='Ranks/GpuCollectiveTest.*:GpuStream.*' --gtest_output="xml:$LOGS/ll_tests.xml"
+  counts "$LOGS/ll_tests.xml"
+  step device_call_benchmark 40 "$BUILD/tests/gpu/device_call_benchmark" \
+    --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+  grep -E "_median|_mean" "$LOGS/device_call_benchmark.log" | sed 's/^/      /' | tee -a "$SUMMARY"
+  for np in 2 4; do
+    for proto in simple ll; do
+      for mode in "" "-G 1" "--sync-each-call"; do
+        name="small_np${np}_${proto}_$(echo "${mode:-stream}" | tr -dc 'a-zG1')"
+        # shellcheck disable=SC2086
+        step "$name" 40 env BRAID_DEVICE_PROTO=$proto "$BUILD/perf/braid-perf" allreduce \
+          --np "$np" --device -b 8 -e 64K -f 8 -n 200 -w 20 -c 1 -T 30 $mode
+        grep -E "^# Device calls|^ +8 " "$LOGS/$name.log" | sed "s/^/      $name /" \
+          | tee -a "$SUMMARY"
+      done
+    done
+  done
+  step large_np2 60 "$BUILD/perf/braid-perf" allreduce --np 2 --device -b 128M -e 128M -n 20 \
+    -w 3 -c 1 -T 30
+  grep -E "^ +134217728 " "$LOGS/large_np2.log" | sed 's/^/      large_np2 /' | tee -a "$SUMMARY"
+fi
 
 # ---- Device buffers across hosts (staged through pinned host memory, over RDMA where this
 # machine has a port, and over TCP): ranks sharing GPU 0 split into two BRAID_HOSTIDs, every

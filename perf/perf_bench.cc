@@ -11,6 +11,7 @@
 
 #include "core/tools_api.h"
 #include "perf/perf_data.h"
+#include "perf/perf_device.h"
 #include "perf/perf_report.h"
 #include "perf/perf_types.h"
 
@@ -389,34 +390,35 @@ class RankBench {
     return o;
   }
 
-  Outcome issue(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
+  Outcome issue(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                braidStream_t stream = nullptr) const {
     const uint64_t count = c.shape.paramCount;
     switch (c.coll) {
       case PerfCollective::kAllReduce:
-        return apiOutcome(braidAllReduce(o.send, o.recv, count, c.type, c.op, comm, nullptr),
+        return apiOutcome(braidAllReduce(o.send, o.recv, count, c.type, c.op, comm, stream),
                           "braidAllReduce", comm);
       case PerfCollective::kBroadcast:
-        return apiOutcome(braidBroadcast(o.send, o.recv, count, c.type, c.root, comm, nullptr),
+        return apiOutcome(braidBroadcast(o.send, o.recv, count, c.type, c.root, comm, stream),
                           "braidBroadcast", comm);
       case PerfCollective::kReduce:
-        return apiOutcome(braidReduce(o.send, o.recv, count, c.type, c.op, c.root, comm, nullptr),
+        return apiOutcome(braidReduce(o.send, o.recv, count, c.type, c.op, c.root, comm, stream),
                           "braidReduce", comm);
       case PerfCollective::kAllGather:
-        return apiOutcome(braidAllGather(o.send, o.recv, count, c.type, comm, nullptr),
+        return apiOutcome(braidAllGather(o.send, o.recv, count, c.type, comm, stream),
                           "braidAllGather", comm);
       case PerfCollective::kReduceScatter:
-        return apiOutcome(braidReduceScatter(o.send, o.recv, count, c.type, c.op, comm, nullptr),
+        return apiOutcome(braidReduceScatter(o.send, o.recv, count, c.type, c.op, comm, stream),
                           "braidReduceScatter", comm);
       case PerfCollective::kAllToAll:
-        return apiOutcome(braidAllToAll(o.send, o.recv, count, c.type, comm, nullptr),
+        return apiOutcome(braidAllToAll(o.send, o.recv, count, c.type, comm, stream),
                           "braidAllToAll", comm);
       case PerfCollective::kSendRecv: {
         PERF_TRY(apiOutcome(braidGroupStart(), "braidGroupStart", nullptr));
         Outcome sent =
-            apiOutcome(braidSend(o.send, count, c.type, (c.rank + 1) % c.nranks, comm, nullptr),
+            apiOutcome(braidSend(o.send, count, c.type, (c.rank + 1) % c.nranks, comm, stream),
                        "braidSend", comm);
         Outcome received = apiOutcome(
-            braidRecv(o.recv, count, c.type, (c.rank + c.nranks - 1) % c.nranks, comm, nullptr),
+            braidRecv(o.recv, count, c.type, (c.rank + c.nranks - 1) % c.nranks, comm, stream),
             "braidRecv", comm);
         // The group must close even when a call inside it failed.
         Outcome ended = apiOutcome(braidGroupEnd(), "braidGroupEnd", comm);
@@ -429,11 +431,12 @@ class RankBench {
   }
 
   /// One timed iteration: aggIters operations, grouped when more than one.
-  Outcome iteration(braidComm_t comm, const CheckSpec& c, const Operands& o) const {
-    if (opt_.aggIters == 1) return issue(comm, c, o);
+  Outcome iteration(braidComm_t comm, const CheckSpec& c, const Operands& o,
+                    braidStream_t stream = nullptr) const {
+    if (opt_.aggIters == 1) return issue(comm, c, o, stream);
     PERF_TRY(apiOutcome(braidGroupStart(), "braidGroupStart", nullptr));
     Outcome status;
-    for (int a = 0; a < opt_.aggIters && status.ok(); ++a) status = issue(comm, c, o);
+    for (int a = 0; a < opt_.aggIters && status.ok(); ++a) status = issue(comm, c, o, stream);
     Outcome ended = apiOutcome(braidGroupEnd(), "braidGroupEnd", comm);
     PERF_TRY(status);
     return ended;
@@ -564,10 +567,25 @@ class RankBench {
   /// Seconds per operation over `iters` iterations started together, combined over ranks (-a).
   Expected<double> timedSeconds(braidComm_t comm, const CheckSpec& c, const Operands& o,
                                 int iters) {
+    if (!opt_.device) {
+      PERF_TRY(barrier(comm));
+      const Clock::time_point start = Clock::now();
+      for (int i = 0; i < iters; ++i) PERF_TRY(iteration(comm, c, o));
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      return combineTime(comm, elapsed / (static_cast<double>(iters) * opt_.aggIters));
+    }
+    // --device: the loop's calls enqueued, captured or waited for as -G/--sync-each-call say.
+    const DeviceLoop::Calls calls = [&](braidStream_t stream) -> Outcome {
+      for (int i = 0; i < iters; ++i) PERF_TRY(iteration(comm, c, o, stream));
+      return Outcome();
+    };
+    PERF_TRY(deviceLoop_.open(opt_.deviceTiming));
+    PERF_TRY(deviceLoop_.prepare(calls));
     PERF_TRY(barrier(comm));
     const Clock::time_point start = Clock::now();
-    for (int i = 0; i < iters; ++i) PERF_TRY(iteration(comm, c, o));
+    PERF_TRY(deviceLoop_.run(calls));
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    deviceLoop_.finish();
     return combineTime(comm, elapsed / (static_cast<double>(iters) * opt_.aggIters));
   }
 
@@ -720,6 +738,7 @@ class RankBench {
   uint64_t bufferBytes_ = 0;
   DeviceMirror sendDev_;
   DeviceMirror recvDev_;
+  DeviceLoop deviceLoop_;
   std::vector<BusBwAverage> averages_;
   uint64_t totalWrong_ = 0;
   float token_ = 0;

@@ -128,7 +128,23 @@ const std::vector<OptionSpec>& optionTable() {
          PERF_ASSIGN(o.timeoutSeconds, parseSecondsValue(v));
          return Outcome();
        }},
-      {'G', "cudagraph", true, acceptedOption(0, 0)},
+      {'G', "cudagraph", true,
+       [](PerfOptions& o, std::string_view v) -> Outcome {
+         // nccl-tests' count of graph launches: any positive count means graphs here.
+         PERF_ASSIGN(int64_t n, parseIntegerValue(v, 0, 1 << 20));
+         if (n > 0) o.deviceTiming = DeviceTiming::kGraph;
+         return Outcome();
+       }},
+      {0, "graph", false,
+       [](PerfOptions& o, std::string_view) -> Outcome {
+         o.deviceTiming = DeviceTiming::kGraph;
+         return Outcome();
+       }},
+      {0, "sync-each-call", false,
+       [](PerfOptions& o, std::string_view) -> Outcome {
+         o.deviceTiming = DeviceTiming::kEachCall;
+         return Outcome();
+       }},
       {'C', "report_cputime", true, acceptedOption(0, 1)},
       {'R', "local_register", true,
        [](PerfOptions& o, std::string_view v) -> Outcome {
@@ -345,6 +361,15 @@ std::vector<uint64_t> sweepSizes(const PerfOptions& o) {
   return sizes;
 }
 
+const char* deviceTimingName(DeviceTiming timing) {
+  switch (timing) {
+    case DeviceTiming::kStream: return "stream";
+    case DeviceTiming::kGraph: return "graph";
+    case DeviceTiming::kEachCall: return "each call";
+  }
+  return "?";
+}
+
 std::string perfUsage(std::string_view program) {
   std::string p(program);
   return "USAGE: " + p +
@@ -374,7 +399,7 @@ std::string perfUsage(std::string_view program) {
          "  -T,--timeout <seconds>        BRAID_TIMEOUT for the communicators\n"
          "  -z,--blocking <0|1>           accepted; host calls always complete before returning\n"
          "  -p,--parallel_init <0|1>      accepted; ranks always initialise concurrently\n"
-         "  -g -G -C -R -y                accepted for nccl-tests command lines (no effect)\n"
+         "  -g -C -y                      accepted for nccl-tests command lines (no effect)\n"
          "  --np <n>                      spawn n local rank processes (default: the launcher's\n"
          "                                world when BRAID_RANK, RANK, OMPI_COMM_WORLD_RANK,\n"
          "                                PMI_RANK or SLURM_PROCID is set, else 4)\n"
@@ -400,7 +425,12 @@ std::string perfUsage(std::string_view program) {
          "                                this host read from one another in place (one copy\n"
          "                                per byte instead of two; default 0)\n"
          "  --device                      buffers in CUDA device memory of each process's\n"
-         "                                current GPU (checked on the host after each run)\n"
+         "                                current GPU (checked on the host after each run); the\n"
+         "                                -n calls are enqueued on a stream and the host waits\n"
+         "                                once per timed loop, as nccl-tests does\n"
+         "  -G,--cudagraph <n>, --graph   with --device: capture the -n calls into a CUDA graph\n"
+         "                                and time its replay (n > 0; nccl-tests' count)\n"
+         "  --sync-each-call              with --device: the host waits for every call\n"
          "  --help-env                    list the BRAID_ environment variables\n"
          "  -h,--help                     this text\n"
          "\n"

@@ -48,6 +48,16 @@ enum class BindPolicy {
   kCore,  ///< local rank process p on the p-th CPU it may use, as mpirun --bind-to core
 };
 
+/// How --device calls are timed (host calls always complete before returning).
+enum class DeviceTiming {
+  kStream,   ///< -n calls enqueued on a stream, one synchronisation per timed loop (nccl-tests)
+  kGraph,    ///< -G/--graph: the -n calls captured into a CUDA graph, replayed
+  kEachCall  ///< --sync-each-call: the host waits for every call (a NULL-stream call)
+};
+
+/// "stream", "graph" or "each call", as the table's header says.
+const char* deviceTimingName(DeviceTiming timing);
+
 struct PerfOptions {
   PerfCollective collective = PerfCollective::kAllReduce;
   uint64_t minBytes = 32ull << 20;
@@ -72,8 +82,9 @@ struct PerfOptions {
   std::string jsonFile;        ///< --json
   std::string tuneFile;        ///< --tune: measure every algorithm variant, write the table here
   bool device = false;         ///< --device: buffers in CUDA device memory (the current GPU)
-  bool sharedBuffers = false;  ///< -R 1: host buffers from braidMemAlloc
-  BindPolicy bind = BindPolicy::kAuto;  ///< --bind
+  DeviceTiming deviceTiming = DeviceTiming::kStream;  ///< with --device
+  bool sharedBuffers = false;                         ///< -R 1: host buffers from braidMemAlloc
+  BindPolicy bind = BindPolicy::kAuto;                ///< --bind
   bool help = false;
   bool helpEnv = false;
 };

@@ -109,6 +109,16 @@ TEST(PerfOptions, CollectiveNames) {
   }
 }
 
+TEST(PerfOptions, DeviceCallsAreTimedOnAStreamUnlessToldOtherwise) {
+  EXPECT_EQ(parseOk({"--device"}).deviceTiming, DeviceTiming::kStream);
+  EXPECT_EQ(parseOk({"--device", "-G", "0"}).deviceTiming, DeviceTiming::kStream);
+  EXPECT_EQ(parseOk({"--device", "-G", "10"}).deviceTiming, DeviceTiming::kGraph);
+  EXPECT_EQ(parseOk({"--device", "--cudagraph", "1"}).deviceTiming, DeviceTiming::kGraph);
+  EXPECT_EQ(parseOk({"--device", "--graph"}).deviceTiming, DeviceTiming::kGraph);
+  EXPECT_EQ(parseOk({"--device", "--sync-each-call"}).deviceTiming, DeviceTiming::kEachCall);
+  EXPECT_STREQ(deviceTimingName(DeviceTiming::kGraph), "graph");
+}
+
 TEST(PerfOptions, ExtensionsAndHelp) {
   PerfOptions o = parseOk({"--algo", "all", "--json", "out.json", "-T", "30", "-z", "1", "-p", "1",
                            "-g", "1", "-G", "0"});

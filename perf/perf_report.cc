@@ -44,16 +44,30 @@ std::string formatHeader(const PerfOptions& o) {
   const bool factor = o.stepFactor > 1;
   std::string out = format(
       "# nThread %d nGpus 1 minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d "
-      "agg iters: %d validation: %d graph: 0\n",
+      "agg iters: %d validation: %d graph: %d\n",
       o.threads, static_cast<unsigned long long>(o.minBytes),
       static_cast<unsigned long long>(o.maxBytes),
       static_cast<unsigned long long>(factor ? o.stepFactor : o.stepBytes),
-      factor ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check);
+      factor ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check,
+      o.device && o.deviceTiming == DeviceTiming::kGraph ? 1 : 0);
   if (o.blocking)
     out += "# Blocking Enabled: wait for completion and barrier after each collective\n";
   if (o.parallelInit)
     out += "# Parallel Init Enabled: threads call into braidCommInitRank concurrently\n";
   if (!o.algo.empty()) out += "# Algorithm: " + o.algo + "\n";
+  if (o.device) {
+    switch (o.deviceTiming) {
+      case DeviceTiming::kStream:
+        out += "# Device calls: stream (the -n calls enqueued, one synchronisation per loop)\n";
+        break;
+      case DeviceTiming::kGraph:
+        out += "# Device calls: graph (the -n calls captured once, the graph replayed)\n";
+        break;
+      case DeviceTiming::kEachCall:
+        out += "# Device calls: each call (the host waits for every call)\n";
+        break;
+    }
+  }
   out += "#\n";
   return out;
 }

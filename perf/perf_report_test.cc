@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 namespace braid::perf {
 namespace {
@@ -33,6 +34,21 @@ TEST(PerfReport, HeaderLine) {
   EXPECT_NE(text.find("validation: 0"), std::string::npos);
   EXPECT_NE(text.find("# Blocking Enabled"), std::string::npos);
   EXPECT_NE(text.find("# Algorithm: ring"), std::string::npos);
+  EXPECT_EQ(text.find("# Device calls"), std::string::npos);  // host buffers
+}
+
+TEST(PerfReport, HeaderSaysHowDeviceCallsWereTimed) {
+  for (const auto& [args, says, graph] :
+       {std::tuple<std::vector<std::string>, const char*, const char*>{
+            {"--device"}, "# Device calls: stream", "graph: 0"},
+        {{"--device", "-G", "1"}, "# Device calls: graph", "graph: 1"},
+        {{"--device", "--sync-each-call"}, "# Device calls: each call", "graph: 0"}}) {
+    Expected<PerfOptions> o = parsePerfOptions(args);
+    ASSERT_TRUE(o.ok());
+    const std::string text = formatHeader(o.value());
+    EXPECT_NE(text.find(says), std::string::npos) << text;
+    EXPECT_NE(text.find(graph), std::string::npos) << text;
+  }
 }
 
 TEST(PerfReport, RankBlock) {

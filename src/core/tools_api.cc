@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "core/comm_handle.h"
 #include "device/device_memory.h"
+#include "device/device_tools.h"
 #include "tuner/tuner.h"
 #include "tuner/tuning_table.h"
 
@@ -165,5 +166,31 @@ std::string copyToDevice(void* deviceDst, const void* hostSrc, size_t bytes) {
 std::string copyToHost(void* hostDst, const void* deviceSrc, size_t bytes) {
   return errorText(braid::copyToHost(hostDst, deviceSrc, bytes));
 }
+
+std::string streamCreate(void** stream) {
+  Result<void*> made = braid::streamCreate();
+  if (!made.ok()) return errorText(made.status());
+  *stream = made.value();
+  return "";
+}
+
+void streamDestroy(void* stream) { braid::streamDestroy(stream); }
+
+std::string streamSynchronize(void* stream) { return errorText(braid::streamSynchronize(stream)); }
+
+std::string graphBeginCapture(void* stream) { return errorText(braid::graphBeginCapture(stream)); }
+
+std::string graphEndCapture(void* stream, void** graph) {
+  Result<void*> made = braid::graphEndCapture(stream);
+  if (!made.ok()) return errorText(made.status());
+  *graph = made.value();
+  return "";
+}
+
+std::string graphLaunch(void* graph, void* stream) {
+  return errorText(braid::graphLaunch(graph, stream));
+}
+
+void graphDestroy(void* graph) { braid::graphDestroy(graph); }
 
 }  // namespace braid::tools

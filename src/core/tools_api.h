@@ -93,6 +93,16 @@ void deviceFree(void* ptr);
 /// Synchronous copies between host and device memory.
 std::string copyToDevice(void* deviceDst, const void* hostSrc, size_t bytes);
 std::string copyToHost(void* hostDst, const void* deviceSrc, size_t bytes);
+/// A CUDA stream of the current device to enqueue device calls on, and waiting for it.
+std::string streamCreate(void** stream);
+void streamDestroy(void* stream);
+std::string streamSynchronize(void* stream);
+/// Captures the calls enqueued on `stream` between begin and end into a graph (*graph), which
+/// graphLaunch replays on a stream.
+std::string graphBeginCapture(void* stream);
+std::string graphEndCapture(void* stream, void** graph);
+std::string graphLaunch(void* graph, void* stream);
+void graphDestroy(void* graph);
 
 /// The library's parsers of BRAID_ values, so that braid-perf's options read numbers by the same
 /// rules: a decimal integer in [lo, hi], a byte size ("64K", "1M", "2G": powers of 1024), and a

@@ -18,6 +18,8 @@ __device__ inline ThreadRange gridRange() {
   return {blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x};
 }
 
+__global__ void emptyKernel() {}
+
 __global__ void __launch_bounds__(kThreads) copyKernel(CombineArgs args, size_t bytes) {
   copyBytes(args, bytes, gridRange());
 }
@@ -85,6 +87,11 @@ Result<unsigned> gridFor(const void* kernel, size_t work) {
 }
 
 }  // namespace
+
+Status launchEmptyKernel(void* stream) {
+  emptyKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>();
+  return cudaStatus(cudaGetLastError(), "launching an empty kernel");
+}
 
 Status launchCopy(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return okStatus();

@@ -10,6 +10,9 @@
 
 namespace braid::gpu {
 
+/// Enqueues a kernel of one thread that does nothing: the floor of any launch on `stream`.
+Status launchEmptyKernel(void* stream);
+
 /// Enqueues dst <- src (bytes bytes, regions must not overlap) on `stream` (a cudaStream_t;
 /// nullptr is the legacy default stream). Any alignment.
 Status launchCopy(void* dst, const void* src, size_t bytes, void* stream);
