@@ -170,15 +170,18 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
     }
 
     // Enqueue: join the streams, follow earlier work, copy to self, launch, fork back.
+    // An event may be recorded again once a stream's wait on it is enqueued: back to the pool.
     if (waits) {
-      ASSIGN_OR_RETURN(CudaEvent legacy, CudaEvent::create());
+      ASSIGN_OR_RETURN(CudaEvent legacy, device.takeEvent());
       CUDA_RETURN_IF_ERROR(cudaEventRecord(legacy.get(), cudaStreamLegacy));
       CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(device.internalStream(), legacy.get(), 0));
+      device.giveEvent(std::move(legacy));
     }
     for (size_t i = 1; i < streams.size(); ++i) {
-      ASSIGN_OR_RETURN(CudaEvent joined, CudaEvent::create());
+      ASSIGN_OR_RETURN(CudaEvent joined, device.takeEvent());
       CUDA_RETURN_IF_ERROR(cudaEventRecord(joined.get(), streams[i]));
       CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(primary, joined.get(), 0));
+      device.giveEvent(std::move(joined));
     }
     RETURN_IF_ERROR(device.orderAfterEarlier(primary, capturing));
     for (const SelfCopy& copy : copies) {
@@ -198,11 +201,12 @@ Status launchBatch(const std::vector<DeviceCallRequest>& requests, CommBatch& b)
     }
     RETURN_IF_ERROR(device.markLaunched(primary, capturing));
     if (waits || streams.size() > 1) {
-      ASSIGN_OR_RETURN(b.done, CudaEvent::create());
+      ASSIGN_OR_RETURN(b.done, device.takeEvent());
       CUDA_RETURN_IF_ERROR(cudaEventRecord(b.done.get(), primary));
       for (size_t i = 1; i < streams.size(); ++i) {
         CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(streams[i], b.done.get(), 0));
       }
+      if (!waits) device.giveEvent(std::move(b.done));  // the host waits on it otherwise
     }
     b.waits = waits;
     return okStatus();
@@ -300,6 +304,7 @@ Status runDeviceCalls(const std::vector<DeviceCallRequest>& calls,
   for (CommBatch& b : batches) {
     if (!b.waits) continue;
     Status waited = waitBatch(b);
+    if (waited.ok()) b.device->giveEvent(std::move(b.done));
     if (first.ok()) first = waited;
   }
   return first;

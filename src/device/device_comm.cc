@@ -346,8 +346,25 @@ gpu::LlArgs DeviceComm::llArgs() const {
   return args;
 }
 
+Result<CudaEvent> DeviceComm::takeEvent() {
+  if (eventPool_.empty()) return CudaEvent::create();
+  CudaEvent event = std::move(eventPool_.back());
+  eventPool_.pop_back();
+  return event;
+}
+
+void DeviceComm::giveEvent(CudaEvent event) {
+  // A call joins at most a few streams; more than this many pooled events are never reused.
+  constexpr size_t kPooledEvents = 16;
+  if (event.get() != nullptr && eventPool_.size() < kPooledEvents) {
+    eventPool_.push_back(std::move(event));
+  }
+}
+
 Status DeviceComm::orderAfterEarlier(cudaStream_t stream, bool capturing) {
-  if (capturing || !haveLastWork_) return okStatus();
+  // Work on the stream that holds the latest work is ordered after it already: a wait per call
+  // there would only add a runtime call to every small call.
+  if (capturing || !haveLastWork_ || stream == lastStream_) return okStatus();
   return cudaStatus(cudaStreamWaitEvent(stream, lastWork_.get(), 0),
                     "ordering after the communicator's earlier device work");
 }
@@ -356,6 +373,7 @@ Status DeviceComm::markLaunched(cudaStream_t stream, bool capturing) {
   if (capturing) return okStatus();
   CUDA_RETURN_IF_ERROR(cudaEventRecord(lastWork_.get(), stream));
   haveLastWork_ = true;
+  lastStream_ = stream;
   return okStatus();
 }
 

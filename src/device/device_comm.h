@@ -78,11 +78,18 @@ class DeviceComm {
   bool lowLatency() const { return lowLatency_; }
   gpu::LlArgs llArgs() const;
 
-  /// Orders work about to be enqueued on `stream` after this communicator's earlier work, then
-  /// (markLaunched) records `stream` as holding its latest work. Captured streams are ordered by
-  /// the user's graph instead, so both do nothing while `capturing`.
+  /// Orders work about to be enqueued on `stream` after this communicator's earlier work (no
+  /// wait where that work went to the same stream), then (markLaunched) records `stream` as
+  /// holding its latest work. Captured streams are ordered by the user's graph instead, so both
+  /// do nothing while `capturing`.
   Status orderAfterEarlier(cudaStream_t stream, bool capturing);
   Status markLaunched(cudaStream_t stream, bool capturing);
+
+  /// An event for ordering streams, from the communicator's pool (made when it is empty): a call
+  /// that joins streams or waits on the host needs a few, and creating them per call costs a
+  /// runtime call each. giveEvent returns one once nothing will wait on it any more.
+  Result<CudaEvent> takeEvent();
+  void giveEvent(CudaEvent event);
 
   /// The first failure a kernel of this communicator reported (ok while none).
   Status deviceError() const;
@@ -106,6 +113,8 @@ class DeviceComm {
   CudaStream stream_;
   CudaEvent lastWork_;
   bool haveLastWork_ = false;
+  cudaStream_t lastStream_ = nullptr;  ///< where lastWork_ was recorded
+  std::vector<CudaEvent> eventPool_;
   std::unique_ptr<P2pTransport> p2p_;
   DevicePeerPaths paths_;
   std::unique_ptr<StagedPath> staged_;  ///< none when every pair has a GPU path

@@ -5,6 +5,8 @@
 // (device_memory_ops.cuh) and a thread block (BlockThreads: thread 0 leads, the block combines).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/combine.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_memory_ops.cuh"
@@ -143,7 +145,12 @@ Status launchExecutor(const ExecutorArgs& common, const DeviceCall* calls, int n
     return internalError("launchExecutor: " + std::to_string(ncalls) + " calls in one launch");
   }
   if (common.nblocks == 0) return okStatus();
-  return launchWith<kMaxCallsPerLaunch>(common, calls, ncalls, static_cast<cudaStream_t>(stream));
+  // Launch arguments sized to the calls: every launch copies them, and room for
+  // kMaxCallsPerLaunch is 40 times one call's (docs/performance-notes.md#device-call-speed).
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (ncalls == 1) return launchWith<1>(common, calls, ncalls, s);
+  if (ncalls <= 8) return launchWith<8>(common, calls, ncalls, s);
+  return launchWith<kMaxCallsPerLaunch>(common, calls, ncalls, s);
 }
 
 Status launchExecutorLl(const ExecutorArgs& common, const LlArgs& ll, const DeviceCall* calls,
@@ -152,8 +159,10 @@ Status launchExecutorLl(const ExecutorArgs& common, const LlArgs& ll, const Devi
     return internalError("launchExecutorLl: " + std::to_string(ncalls) + " calls in one launch");
   }
   if (common.nblocks == 0) return okStatus();
-  return launchLlWith<kMaxCallsPerLaunch>(common, ll, calls, ncalls,
-                                          static_cast<cudaStream_t>(stream));
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (ncalls == 1) return launchLlWith<1>(common, ll, calls, ncalls, s);
+  if (ncalls <= 8) return launchLlWith<8>(common, ll, calls, ncalls, s);
+  return launchLlWith<kMaxCallsPerLaunch>(common, ll, calls, ncalls, s);
 }
 
 Result<int> executorResidentBlocks() {
@@ -162,8 +171,17 @@ Result<int> executorResidentBlocks() {
   int perSm = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &perSm, executorKernel<kMaxCallsPerLaunch>, kExecutorThreads, 0));
+  // The instantiations differ only in their arguments; the fewest resident blocks of any bound
+  // every launch.
+  perSm = 1 << 30;
+  for (const void* kernel : {reinterpret_cast<const void*>(executorKernel<1>),
+                             reinterpret_cast<const void*>(executorKernel<8>),
+                             reinterpret_cast<const void*>(executorKernel<kMaxCallsPerLaunch>)}) {
+    int blocks = 0;
+    CUDA_RETURN_IF_ERROR(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kExecutorThreads, 0));
+    perSm = std::min(perSm, blocks);
+  }
   return sms * perSm;
 }
 
@@ -173,8 +191,17 @@ Result<int> executorResidentBlocksLl() {
   int perSm = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &perSm, executorKernelLl<kMaxCallsPerLaunch>, kExecutorThreads, 0));
+  // The instantiations differ only in their arguments; the fewest resident blocks of any bound
+  // every launch.
+  perSm = 1 << 30;
+  for (const void* kernel : {reinterpret_cast<const void*>(executorKernelLl<1>),
+                             reinterpret_cast<const void*>(executorKernelLl<8>),
+                             reinterpret_cast<const void*>(executorKernelLl<kMaxCallsPerLaunch>)}) {
+    int blocks = 0;
+    CUDA_RETURN_IF_ERROR(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kExecutorThreads, 0));
+    perSm = std::min(perSm, blocks);
+  }
   return sms * perSm;
 }
 
