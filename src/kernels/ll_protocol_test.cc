@@ -221,6 +221,65 @@ TEST(LlProtocol, CreditsGoBackEveryQuarterRingAndAreReadOnlyWhenRoomRunsOut) {
   EXPECT_EQ(ring.credits, ring.recv.count);
 }
 
+/// HostMemoryOps that records the operations a message costs.
+enum class LineOp { kStoreLine, kLoadLine, kLoad, kStore, kRelease, kReleaseGpu };
+struct RecordingLineOps : HostMemoryOps {
+  static inline std::vector<LineOp> trace;
+  template <class Line>
+  static void storeLine(Line* l, uint64_t data, uint64_t flag) {
+    trace.push_back(LineOp::kStoreLine);
+    HostMemoryOps::storeLine(l, data, flag);
+  }
+  template <class Line>
+  static void loadLine(const Line* l, uint64_t& data, uint64_t& flag) {
+    trace.push_back(LineOp::kLoadLine);
+    HostMemoryOps::loadLine(l, data, flag);
+  }
+  template <class T>
+  static T load(const T* p) {
+    trace.push_back(LineOp::kLoad);
+    return HostMemoryOps::load(p);
+  }
+  template <class T>
+  static void store(T* p, T v) {
+    trace.push_back(LineOp::kStore);
+    HostMemoryOps::store(p, v);
+  }
+  static void fenceRelease() { trace.push_back(LineOp::kRelease); }
+  static void fenceReleaseGpu() { trace.push_back(LineOp::kReleaseGpu); }
+};
+
+TEST(LlProtocol, AMessageIsItsLinesAloneAndCreditsFenceAtThePeersScope) {
+  for (const uint32_t gpuScope : {0u, 1u}) {
+    Ring ring(64);
+    ring.recv.gpuScope = gpuScope;
+    const CallDescriptor call = callNumber(3);
+    char data[24] = {};
+    auto& trace = RecordingLineOps::trace;
+    // Sending 3 lines: three stores, no header, counter or fence.
+    trace.clear();
+    ASSERT_TRUE(llRoom<RecordingLineOps>(ring.send, 3));
+    llWrite<RecordingLineOps>(ring.send, data, 24, llDigest(call, 24), 0, 1);
+    llSent(ring.send, 24);
+    EXPECT_EQ(trace, std::vector<LineOp>(3, LineOp::kStoreLine));
+    // Receiving them: one load each; consuming: nothing until a quarter of the ring waits.
+    trace.clear();
+    char dst[24];
+    uint64_t bad = 0;
+    ASSERT_EQ(llRead<RecordingLineOps>(
+                  ring.recv, dst, 24, llDigest(call, 24), 0, 1,
+                  [] { return uint32_t{kDeviceTimeout}; }, &bad),
+              0u);
+    llConsumed<RecordingLineOps>(ring.recv, 24);
+    EXPECT_EQ(trace, std::vector<LineOp>(3, LineOp::kLoadLine));
+    // A flush returns the credits: one fence, at GPU scope for a peer on this GPU, one store.
+    trace.clear();
+    llConsumed<RecordingLineOps>(ring.recv, 0, /*flush=*/true);
+    EXPECT_EQ(trace, (std::vector<LineOp>{gpuScope ? LineOp::kReleaseGpu : LineOp::kRelease,
+                                          LineOp::kStore}));
+  }
+}
+
 TEST(LlProtocol, OnlySmallMessagesOnRingsTakeLines) {
   LlFifo none;
   EXPECT_FALSE(llCarries(none, 8));
