@@ -168,8 +168,17 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
 
 Status SocketTransport::connectForSend(int peer) {
   if (connected_[peer].load(std::memory_order_acquire)) return okStatus();
-  ASSIGN_OR_RETURN(std::vector<PeerStream> streams,
-                   connectPeer(key_, plan_, peer, Deadline::after(timeoutSeconds_, abort_)));
+  Result<std::vector<PeerStream>> opened =
+      connectPeer(key_, plan_, peer, Deadline::after(timeoutSeconds_, abort_));
+  if (!opened.ok()) {
+    // A listener that refuses or resets means the peer's process is gone: say so as a lost peer,
+    // as a stream that closed would, so every survivor names the rank that left.
+    const braidResult_t code = opened.status().code();
+    if (code != braidRemoteError && code != braidSystemError) return opened.status();
+    return remoteError("rank " + std::to_string(peer) + " (" + plan_.addresses[peer].toString() +
+                       ") left before its streams opened: " + opened.status().message());
+  }
+  std::vector<PeerStream> streams = std::move(opened).value();
   connected_[peer].store(true, std::memory_order_release);
   for (PeerStream& s : streams) adopt(std::move(s));
   // Until the proxy thread has taken them in, a failure notice would pass this peer by.
