@@ -37,6 +37,7 @@ Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& c
     tcpWanted[p] = media.tcp && wanted[p] && !path->rdma_->canConnect(p);
   }
   ASSIGN_OR_RETURN(path->tcp_, SocketTransport::create(own, tcpWanted));
+  RETURN_IF_ERROR(path->tcp_->connectAll());
 
   GdrInputs gdr;
   gdr.mode = gdrModeOf(ctx.config->gdr);

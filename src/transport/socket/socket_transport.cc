@@ -198,6 +198,13 @@ void SocketTransport::adopt(PeerStream stream) {
   proxy_->adopt(std::move(stream));
 }
 
+Status SocketTransport::connectAll() {
+  for (int p = 0; p < static_cast<int>(plan_.streams.size()); ++p) {
+    if (plan_.streams[p] > 0) RETURN_IF_ERROR(connectForSend(p));
+  }
+  return okStatus();
+}
+
 int SocketTransport::connectedPeers() const {
   int count = 0;
   for (size_t p = 0; p < plan_.streams.size(); ++p) count += connected_[p].load() ? 1 : 0;

@@ -43,6 +43,9 @@ class SocketTransport final : public NetworkTransport {
   int streamsPerPeer() const { return streamsPerPeer_; }
   /// Peers that streams link this rank with so far.
   int connectedPeers() const;
+  /// Opens the streams to every linked peer now, for a user whose slots reach the proxy without a
+  /// send connector (the staged device path, which the kernel posts to directly).
+  Status connectAll();
 
  private:
   explicit SocketTransport(const TransportContext& ctx) : NetworkTransport(ctx, "TCP") {}
