@@ -147,14 +147,14 @@ TEST(BarrierTest, NoRankLeavesBeforeTheLastArrives) {
   const int n = 3;
   std::vector<braidComm_t> comms = initAll(n);
   std::atomic<bool> lastArrived{false};
-  std::vector<bool> sawLast(n, false);
+  std::vector<char> sawLast(n, 0);  // one byte a rank: vector<bool> packs ranks into shared words
   auto results = onThreads(n, [&](int r) {
     if (r == n - 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       lastArrived = true;
     }
     const braidResult_t rc = braidBarrier(comms[r]);
-    sawLast[r] = lastArrived.load();
+    sawLast[r] = lastArrived.load() ? 1 : 0;
     return rc;
   });
   for (int r = 0; r < n; ++r) {
