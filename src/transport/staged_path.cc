@@ -2,6 +2,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 
 namespace braid {
 
@@ -38,6 +39,11 @@ Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& c
   }
   ASSIGN_OR_RETURN(path->tcp_, SocketTransport::create(own, tcpWanted));
   RETURN_IF_ERROR(path->tcp_->connectAll());
+  // A rank must not tear its listener down while a peer still opens streams to it: the set-up
+  // ends only once every rank's streams are open.
+  if (ctx.bootstrap != nullptr) {
+    RETURN_IF_ERROR(ctx.bootstrap->barrier().withContext("staged path set-up"));
+  }
 
   GdrInputs gdr;
   gdr.mode = gdrModeOf(ctx.config->gdr);
