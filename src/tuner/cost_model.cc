@@ -27,8 +27,18 @@ constexpr uint64_t kAssumedCoreCacheBytes = 1ull << 20;
 // channel, or for the ring all-reduce (whose round is n chunks) at least kSpanRounds rounds.
 constexpr uint64_t kSpanChunks = 4;
 constexpr uint64_t kSpanRounds = 2;
+// All-gather, reduce-scatter and all-to-all move a block per rank, so a span of a block per rank
+// is n spans of data: beyond kSpanBlockRanks ranks the block shrinks to keep that at
+// kSpanBlockRanks spans, or every rank's plan would have O(n) chunks and the tuner's share at init
+// O(n^2) steps (docs/scale.md#the-tuners-share-of-init).
+constexpr uint64_t kSpanBlockRanks = 16;
 
 double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
+
+bool movesBlockPerRank(Collective coll) {
+  return coll == Collective::kAllGather || coll == Collective::kReduceScatter ||
+         coll == Collective::kAllToAll;
+}
 
 /// The topology's last-level cache, or the smaller one the calibration measured (calibration.h).
 uint64_t llcOf(const ModelConstants& m) {
@@ -214,6 +224,14 @@ Result<CostModel> CostModel::create(const ModelConstants& constants,
     m.hostOf[r] = it->second;
   }
   const int hosts = static_cast<int>(hostIndex.size());
+  // Without a network rate every call that crosses hosts would wait forever in the simulation,
+  // and the tuner would find no algorithm that works.
+  if (hosts > 1 && !(host.networkGBps > 0 && host.networkLatencyUs >= 0)) {
+    return invalidArgument("cost model: ranks on " + std::to_string(hosts) +
+                           " hosts need a network rate > 0 GB/s and a latency >= 0 us (given " +
+                           std::to_string(host.networkGBps) + " GB/s, " +
+                           std::to_string(host.networkLatencyUs) + " us)");
+  }
   // Cores a host's ranks share: the host's, unless their bindings cover fewer - exactly the
   // distinct cores they name where each is bound to one.
   std::vector<int> bound(hosts, 0);
@@ -437,9 +455,12 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   if (bytes == 0 || machine_.nranks == 1) return 0.0;
   const uint64_t unit = uint64_t(chunkBytes) * uint64_t(nchannels);
   uint64_t span = kSpanChunks * unit;
+  const uint64_t n = uint64_t(nranks());
   if (coll == Collective::kAllReduce && algo == Algorithm::kRing) {
-    const uint64_t n = uint64_t(nranks());
     span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
+  } else if (movesBlockPerRank(coll) && n > kSpanBlockRanks) {
+    constexpr uint64_t kAlign = 64;  // whole elements of any type, on every channel
+    span = std::max(kAlign, (span * kSpanBlockRanks / n + kAlign - 1) / kAlign * kAlign);
   }
   if (bytes <= 2 * span) {
     ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));

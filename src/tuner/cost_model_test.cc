@@ -298,6 +298,16 @@ TEST(CostModel, BadInputsAreErrors) {
   EXPECT_FALSE(CostModel::create(bad, oneHost(2), {}, 4).ok());
   EXPECT_FALSE(CostModel::create(constants(), oneHost(3), {0, 1}, 4).ok());
   EXPECT_FALSE(CostModel::create(constants(), {}, {}, 4).ok());
+  // Ranks on two hosts with no network rate: every crossing would take forever.
+  std::vector<RankPlacement> twoHosts = oneHost(4);
+  twoHosts[2].hostHash = twoHosts[3].hostHash = 43;
+  ModelConstants noNetwork = constants();
+  noNetwork.host.networkGBps = 0;
+  const Result<CostModel> m = CostModel::create(noNetwork, twoHosts, {}, 4);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), braidInvalidArgument);
+  EXPECT_NE(m.status().message().find("network rate"), std::string::npos) << m.status().message();
+  EXPECT_TRUE(CostModel::create(noNetwork, oneHost(4), {}, 4).ok());  // one host needs none
 }
 
 class CostModelOnDescribedMachines : public ::testing::Test {

@@ -41,6 +41,9 @@ ModelConstants vmConstants(double salt) {
   c.cpus = 2;
   m.host.cores = 2;
   m.host.llcBytes = 260ull << 20;
+  // A 10 Gb/s network between the hosts (BM_TunerShareHostsOf8).
+  m.host.networkLatencyUs = 20;
+  m.host.networkGBps = 1.25;
   return m;
 }
 
@@ -114,6 +117,7 @@ BENCHMARK(BM_TunerShareHostsOf8)
     ->Arg(16)
     ->Arg(64)
     ->Arg(128)
+    ->Arg(256)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
