@@ -235,51 +235,172 @@ BRAID_HOST_DEVICE inline FailureSite siteOf(const StepContext& c, int peer) {
   return site;
 }
 
+// ---- The leader's parts of a step, shared with the steps that carry small messages as lines
+// (ll_executor.h).
+
+/// The leader, starting a dependent step: its local operands into s.main, and how many peers it
+/// receives from and sends to. The peers' slots follow as more operands.
+BRAID_HOST_DEVICE inline void takeLocalOperands(const StepContext& c, const Step& step,
+                                                const StepShape& shape, LaneState& s) {
+  CombineArgs& a = s.main;
+  a.nin = 0;
+  a.nout = 0;
+  if (shape.readsSrc) a.in[a.nin++] = inPtr(c.call, step.src);
+  if (shape.readsSrc2) a.in[a.nin++] = inPtr(c.call, step.src2);
+  if (shape.writesDst) a.out[a.nout++] = outPtr(c.call, step.dst);
+  s.nrecv = shape.recvs ? step.nrecv : 0;
+  s.nsend = shape.sends ? step.nsend : 0;
+}
+
+/// The leader: waits for the slot from receive peer r of a dependent step, checks its header and
+/// makes it an input of s.main. A failure stops the lane (s.stop).
+template <class Mem>
+BRAID_HOST_DEVICE void takeRecvSlot(const StepContext& c, const Step& step, int r,
+                                    Waiter<Mem>& waiter, LaneState& s) {
+  DeviceFifo* f = fifoOf(c.args.recvFifos, c, step.recvPeers[r]);
+  s.recvs[r] = f;
+  FailureSite site = siteOf(c, step.recvPeers[r]);
+  uint32_t code = 0;
+  while (code == 0 && !slotArrived<Mem>(f)) code = waiter.poll();
+  SlotHeader header;
+  if (code == 0) code = checkSlot<Mem>(f, c.call, step.bytes, site, header);
+  if (code != 0) {
+    fail<Mem>(c.args, s, code, site);
+    return;
+  }
+  s.main.in[s.main.nin++] = slotData(f);
+}
+
+/// The leader: waits for a free slot at send peer i of a dependent step and makes it an output of
+/// s.main. A failure stops the lane (s.stop).
+template <class Mem>
+BRAID_HOST_DEVICE void takeSendSlot(const StepContext& c, const Step& step, int i,
+                                    Waiter<Mem>& waiter, LaneState& s) {
+  DeviceFifo* f = fifoOf(c.args.sendFifos, c, step.sendPeers[i]);
+  s.sends[i] = f;
+  uint32_t code = 0;
+  while (code == 0 && !slotFree<Mem>(f)) code = waiter.poll();
+  if (code != 0) {
+    fail<Mem>(c.args, s, code, siteOf(c, step.sendPeers[i]));
+    return;
+  }
+  s.main.out[s.main.nout++] = slotData(f);
+}
+
+/// The leader, once a dependent step's operands are in s.main: what the combine does with them.
+/// A step left without an input or an output is malformed and stops the lane.
+template <class Mem>
+BRAID_HOST_DEVICE void finishOperands(const StepContext& c, const Step& step,
+                                      const StepShape& shape, LaneState& s) {
+  CombineArgs& a = s.main;
+  a.count = step.bytes / c.call.elemSize;
+  a.reduce = shape.reduces && a.nin > 1;
+  a.final = (step.flags & kStepFinalize) != 0 && c.call.op == braidAvg;
+  a.nranks = c.call.nranks;
+  if (!s.stop && (a.nin == 0 || a.nout == 0)) fail<Mem>(c.args, s, kDeviceBadStep, siteOf(c, -1));
+}
+
+/// The leader, for one round of an independent step: waits until its send half can move
+/// (sendReady()) or its receive half can (recvReady()), marking s.doSend and s.doRecv, and checks
+/// the header of a slot that arrived at recvSlot (nullptr where the receive half takes no slot).
+/// A failure stops the lane; returns whether the marked halves may move.
+template <class Mem, class SendReady, class RecvReady>
+BRAID_HOST_DEVICE bool awaitHalves(const StepContext& c, const Step& step, bool recvDone,
+                                   DeviceFifo* recvSlot, const SendReady& sendReady,
+                                   const RecvReady& recvReady, LaneState& s) {
+  s.doSend = 0;
+  s.doRecv = 0;
+  Waiter<Mem> waiter(c.args);
+  uint32_t code = 0;
+  int waitingOn = -1;
+  while (code == 0) {
+    if (sendReady()) s.doSend = 1;
+    if (recvReady()) s.doRecv = 1;
+    if (s.doSend || s.doRecv) break;
+    waitingOn = recvDone ? step.sendPeers[0] : step.recvPeers[0];
+    code = waiter.poll();
+  }
+  FailureSite site = siteOf(c, waitingOn);
+  if (code == 0 && s.doRecv && recvSlot != nullptr) {
+    SlotHeader header;
+    site = siteOf(c, step.recvPeers[0]);
+    code = checkSlot<Mem>(recvSlot, c.call, step.bytes, site, header);
+  }
+  if (code != 0) fail<Mem>(c.args, s, code, site);
+  return code == 0;
+}
+
+/// The leader: the send half of an independent step copies the caller's data to `to`.
+BRAID_HOST_DEVICE inline void prepareSendHalf(const StepContext& c, const Step& step, char* to,
+                                              CombineArgs& a) {
+  a.in[0] = inPtr(c.call, step.src);
+  a.out[0] = to;
+  a.nin = 1;
+  a.nout = 1;
+  a.count = step.sendBytes / c.call.elemSize;
+  a.reduce = false;
+  a.final = false;
+  a.nranks = c.call.nranks;
+}
+
+/// The leader: the receive half of an independent step combines what arrived at `from` (with
+/// the local operand where it reduces) into its destination.
+BRAID_HOST_DEVICE inline void prepareRecvHalf(const StepContext& c, const Step& step,
+                                              const StepShape& shape, const char* from,
+                                              CombineArgs& a) {
+  a.in[0] = from;
+  a.nin = 1;
+  if (shape.reduces) a.in[a.nin++] = inPtr(c.call, step.src2);
+  a.out[0] = outPtr(c.call, step.dst);
+  a.nout = 1;
+  a.count = step.bytes / c.call.elemSize;
+  a.reduce = shape.reduces;
+  a.final = (step.flags & kStepFinalize) != 0 && c.call.op == braidAvg;
+  a.nranks = c.call.nranks;
+}
+
+/// Runs lane `laneIndex` of call `callIndex` (of args.ncalls) to its end or its first failure:
+/// runStep(context, step, shape) runs one step and returns false when the lane must stop. The
+/// protocols differ only in their steps (runLane, runLaneLl).
+template <class Mem, class Block, class RunStep>
+BRAID_HOST_DEVICE void runSteps(const ExecutorArgs& args, const DeviceCall& call,
+                                uint32_t callIndex, uint32_t laneIndex, LaneState& s,
+                                const RunStep& runStep) {
+  const DeviceLane lane = call.lanes[laneIndex];
+  const StepContext context{
+      args,         call, static_cast<int32_t>(callIndex), static_cast<int32_t>(laneIndex),
+      lane.channel, 0};
+  if (Block::leader()) {
+    s.stop = 0;
+    if (Mem::load(args.errorLatch) != 0) {
+      s.stop = 1;  // the communicator already failed; its host side reports why
+    } else if (Mem::load(&args.control->abort) != 0) {
+      fail<Mem>(args, s, kDeviceAborted, siteOf(context, -1));
+    }
+  }
+  Block::sync();
+  if (s.stop) return;
+  for (uint32_t i = 0; i < lane.nsteps; ++i) {
+    const Step step = call.steps[lane.firstStep + i];
+    StepContext c = context;
+    c.stepIndex = static_cast<int32_t>(i);
+    if (!runStep(c, step, deviceStepShape(step.op))) return;
+  }
+}
+
+// ---- The steps with slots only.
+
 /// A step whose sends depend on its receives. Returns false when the lane must stop.
 template <class Mem, class Block>
 BRAID_HOST_DEVICE bool runDependent(const StepContext& c, const Step& step, const StepShape& shape,
                                     LaneState& s) {
   if (step.bytes == 0) return true;
   if (Block::leader()) {
-    CombineArgs& a = s.main;
-    a.nin = 0;
-    a.nout = 0;
-    if (shape.readsSrc) a.in[a.nin++] = inPtr(c.call, step.src);
-    if (shape.readsSrc2) a.in[a.nin++] = inPtr(c.call, step.src2);
-    if (shape.writesDst) a.out[a.nout++] = outPtr(c.call, step.dst);
-    s.nrecv = shape.recvs ? step.nrecv : 0;
-    s.nsend = shape.sends ? step.nsend : 0;
+    takeLocalOperands(c, step, shape, s);
     Waiter<Mem> waiter(c.args);
-    for (int r = 0; r < s.nrecv && !s.stop; ++r) {
-      DeviceFifo* f = fifoOf(c.args.recvFifos, c, step.recvPeers[r]);
-      s.recvs[r] = f;
-      FailureSite site = siteOf(c, step.recvPeers[r]);
-      uint32_t code = 0;
-      while (code == 0 && !slotArrived<Mem>(f)) code = waiter.poll();
-      SlotHeader header;
-      if (code == 0) code = checkSlot<Mem>(f, c.call, step.bytes, site, header);
-      if (code != 0) {
-        fail<Mem>(c.args, s, code, site);
-        break;
-      }
-      a.in[a.nin++] = slotData(f);
-    }
-    for (int i = 0; i < s.nsend && !s.stop; ++i) {
-      DeviceFifo* f = fifoOf(c.args.sendFifos, c, step.sendPeers[i]);
-      s.sends[i] = f;
-      uint32_t code = 0;
-      while (code == 0 && !slotFree<Mem>(f)) code = waiter.poll();
-      if (code != 0) {
-        fail<Mem>(c.args, s, code, siteOf(c, step.sendPeers[i]));
-        break;
-      }
-      a.out[a.nout++] = slotData(f);
-    }
-    a.count = step.bytes / c.call.elemSize;
-    a.reduce = shape.reduces && a.nin > 1;
-    a.final = (step.flags & kStepFinalize) != 0 && c.call.op == braidAvg;
-    a.nranks = c.call.nranks;
-    if (!s.stop && (a.nin == 0 || a.nout == 0)) fail<Mem>(c.args, s, kDeviceBadStep, siteOf(c, -1));
+    for (int r = 0; r < s.nrecv && !s.stop; ++r) takeRecvSlot<Mem>(c, step, r, waiter, s);
+    for (int i = 0; i < s.nsend && !s.stop; ++i) takeSendSlot<Mem>(c, step, i, waiter, s);
+    finishOperands<Mem>(c, step, shape, s);
   }
   Block::sync();
   if (s.stop) return false;
@@ -305,50 +426,11 @@ BRAID_HOST_DEVICE bool runIndependent(const StepContext& c, const Step& step,
       DeviceFifo* rf = recvDone ? nullptr : fifoOf(c.args.recvFifos, c, step.recvPeers[0]);
       s.sends[0] = sf;
       s.recvs[0] = rf;
-      s.doSend = 0;
-      s.doRecv = 0;
-      Waiter<Mem> waiter(c.args);
-      uint32_t code = 0;
-      int waitingOn = -1;
-      while (code == 0) {
-        if (sf != nullptr && slotFree<Mem>(sf)) s.doSend = 1;
-        if (rf != nullptr && slotArrived<Mem>(rf)) s.doRecv = 1;
-        if (s.doSend || s.doRecv) break;
-        waitingOn = rf != nullptr ? step.recvPeers[0] : step.sendPeers[0];
-        code = waiter.poll();
-      }
-      FailureSite site = siteOf(c, waitingOn);
-      if (code == 0 && s.doRecv) {
-        SlotHeader header;
-        site = siteOf(c, step.recvPeers[0]);
-        code = checkSlot<Mem>(rf, c.call, step.bytes, site, header);
-      }
-      if (code != 0) {
-        fail<Mem>(c.args, s, code, site);
-      } else {
-        if (s.doSend) {
-          CombineArgs& a = s.send;
-          a.in[0] = inPtr(c.call, step.src);
-          a.out[0] = slotData(sf);
-          a.nin = 1;
-          a.nout = 1;
-          a.count = step.sendBytes / c.call.elemSize;
-          a.reduce = false;
-          a.final = false;
-          a.nranks = c.call.nranks;
-        }
-        if (s.doRecv) {
-          CombineArgs& a = s.main;
-          a.in[0] = slotData(rf);
-          a.nin = 1;
-          if (shape.reduces) a.in[a.nin++] = inPtr(c.call, step.src2);
-          a.out[0] = outPtr(c.call, step.dst);
-          a.nout = 1;
-          a.count = step.bytes / c.call.elemSize;
-          a.reduce = shape.reduces;
-          a.final = (step.flags & kStepFinalize) != 0 && c.call.op == braidAvg;
-          a.nranks = c.call.nranks;
-        }
+      const auto sendReady = [sf] { return sf != nullptr && slotFree<Mem>(sf); };
+      const auto recvReady = [rf] { return rf != nullptr && slotArrived<Mem>(rf); };
+      if (awaitHalves<Mem>(c, step, recvDone, rf, sendReady, recvReady, s)) {
+        if (s.doSend) prepareSendHalf(c, step, slotData(sf), s.send);
+        if (s.doRecv) prepareRecvHalf(c, step, shape, slotData(rf), s.main);
       }
     }
     Block::sync();
@@ -375,29 +457,11 @@ BRAID_HOST_DEVICE bool runIndependent(const StepContext& c, const Step& step,
 template <class Mem, class Block>
 BRAID_HOST_DEVICE void runLane(const ExecutorArgs& args, const DeviceCall& call, uint32_t callIndex,
                                uint32_t laneIndex, LaneState& s) {
-  const DeviceLane lane = call.lanes[laneIndex];
-  const StepContext context{
-      args,         call, static_cast<int32_t>(callIndex), static_cast<int32_t>(laneIndex),
-      lane.channel, 0};
-  if (Block::leader()) {
-    s.stop = 0;
-    if (Mem::load(args.errorLatch) != 0) {
-      s.stop = 1;  // the communicator already failed; its host side reports why
-    } else if (Mem::load(&args.control->abort) != 0) {
-      fail<Mem>(args, s, kDeviceAborted, siteOf(context, -1));
-    }
-  }
-  Block::sync();
-  if (s.stop) return;
-  for (uint32_t i = 0; i < lane.nsteps; ++i) {
-    const Step step = call.steps[lane.firstStep + i];
-    const StepShape shape = deviceStepShape(step.op);
-    StepContext c = context;
-    c.stepIndex = static_cast<int32_t>(i);
-    const bool ok = shape.independent ? runIndependent<Mem, Block>(c, step, shape, s)
-                                      : runDependent<Mem, Block>(c, step, shape, s);
-    if (!ok) return;
-  }
+  runSteps<Mem, Block>(args, call, callIndex, laneIndex, s,
+                       [&s](const StepContext& c, const Step& step, const StepShape& shape) {
+                         return shape.independent ? runIndependent<Mem, Block>(c, step, shape, s)
+                                                  : runDependent<Mem, Block>(c, step, shape, s);
+                       });
 }
 
 // ---- Slot counting (host): what one run of a plan posts and frees per FIFO, as the steps above

@@ -58,13 +58,7 @@ BRAID_HOST_DEVICE bool runDependentLl(const StepContext& c, const Step& step,
   const uint32_t lines = llLinesFor(step.bytes);
   if (Block::leader()) {
     CombineArgs& a = s.main;
-    a.nin = 0;
-    a.nout = 0;
-    if (shape.readsSrc) a.in[a.nin++] = inPtr(c.call, step.src);
-    if (shape.readsSrc2) a.in[a.nin++] = inPtr(c.call, step.src2);
-    if (shape.writesDst) a.out[a.nout++] = outPtr(c.call, step.dst);
-    s.nrecv = shape.recvs ? step.nrecv : 0;
-    s.nsend = shape.sends ? step.nsend : 0;
+    takeLocalOperands(c, step, shape, s);
     l.recvLines = 0;
     l.sendLines = 0;
     l.slots = 0;
@@ -77,45 +71,27 @@ BRAID_HOST_DEVICE bool runDependentLl(const StepContext& c, const Step& step,
         a.in[a.nin++] = l.stageIn[r];
         continue;
       }
-      DeviceFifo* f = fifoOf(c.args.recvFifos, c, step.recvPeers[r]);
-      s.recvs[r] = f;
       l.slots = 1;
-      FailureSite site = siteOf(c, step.recvPeers[r]);
-      uint32_t code = 0;
-      while (code == 0 && !slotArrived<Mem>(f)) code = waiter.poll();
-      SlotHeader header;
-      if (code == 0) code = checkSlot<Mem>(f, c.call, step.bytes, site, header);
-      if (code != 0) {
-        fail<Mem>(c.args, s, code, site);
-        break;
-      }
-      a.in[a.nin++] = slotData(f);
+      takeRecvSlot<Mem>(c, step, r, waiter, s);
     }
     for (int i = 0; i < s.nsend && !s.stop; ++i) {
       LlFifo* ring = llFifoOf(ll.sendFifos, c, step.sendPeers[i]);
       l.sends[i] = llCarries(*ring, step.bytes) ? ring : nullptr;
-      uint32_t code = 0;
-      if (l.sends[i] != nullptr) {
-        while (code == 0 && !llRoom<Mem>(*ring, lines)) code = waiter.poll();
-        if (code == 0 && l.sendLines == 0) a.out[a.nout++] = l.stageOut;
-        l.sendLines = 1;
-      } else {
-        DeviceFifo* f = fifoOf(c.args.sendFifos, c, step.sendPeers[i]);
-        s.sends[i] = f;
+      if (l.sends[i] == nullptr) {
         l.slots = 1;
-        while (code == 0 && !slotFree<Mem>(f)) code = waiter.poll();
-        if (code == 0) a.out[a.nout++] = slotData(f);
+        takeSendSlot<Mem>(c, step, i, waiter, s);
+        continue;
       }
+      uint32_t code = 0;
+      while (code == 0 && !llRoom<Mem>(*ring, lines)) code = waiter.poll();
       if (code != 0) {
         fail<Mem>(c.args, s, code, siteOf(c, step.sendPeers[i]));
         break;
       }
+      if (l.sendLines == 0) a.out[a.nout++] = l.stageOut;
+      l.sendLines = 1;
     }
-    a.count = step.bytes / c.call.elemSize;
-    a.reduce = shape.reduces && a.nin > 1;
-    a.final = (step.flags & kStepFinalize) != 0 && c.call.op == braidAvg;
-    a.nranks = c.call.nranks;
-    if (!s.stop && (a.nin == 0 || a.nout == 0)) fail<Mem>(c.args, s, kDeviceBadStep, siteOf(c, -1));
+    finishOperands<Mem>(c, step, shape, s);
   }
   Block::sync();
   if (s.stop) return false;
@@ -183,51 +159,20 @@ BRAID_HOST_DEVICE bool runIndependentLl(const StepContext& c, const Step& step,
       s.recvs[0] = rf;
       l.sends[0] = sendRing;
       l.recvs[0] = recvRing;
-      s.doSend = 0;
-      s.doRecv = 0;
-      Waiter<Mem> waiter(c.args);
-      uint32_t code = 0;
-      int waitingOn = -1;
-      while (code == 0) {
-        if (sendRing != nullptr && llRoom<Mem>(*sendRing, llLinesFor(step.sendBytes))) s.doSend = 1;
-        if (sf != nullptr && slotFree<Mem>(sf)) s.doSend = 1;
-        if (recvRing != nullptr && llFirstLineCame<Mem>(*recvRing)) s.doRecv = 1;
-        if (rf != nullptr && slotArrived<Mem>(rf)) s.doRecv = 1;
-        if (s.doSend || s.doRecv) break;
-        waitingOn = recvDone ? step.sendPeers[0] : step.recvPeers[0];
-        code = waiter.poll();
-      }
-      FailureSite site = siteOf(c, waitingOn);
-      if (code == 0 && s.doRecv && rf != nullptr) {
-        SlotHeader header;
-        site = siteOf(c, step.recvPeers[0]);
-        code = checkSlot<Mem>(rf, c.call, step.bytes, site, header);
-      }
-      if (code != 0) {
-        fail<Mem>(c.args, s, code, site);
-      } else {
-        if (s.doSend && sf != nullptr) {
-          CombineArgs& a = s.send;
-          a.in[0] = inPtr(c.call, step.src);
-          a.out[0] = slotData(sf);
-          a.nin = 1;
-          a.nout = 1;
-          a.count = step.sendBytes / c.call.elemSize;
-          a.reduce = false;
-          a.final = false;
-          a.nranks = c.call.nranks;
-        }
+      // At most one of each pair is set: a half travels as lines or takes a slot.
+      const auto sendReady = [&] {
+        return (sendRing != nullptr && llRoom<Mem>(*sendRing, llLinesFor(step.sendBytes))) ||
+               (sf != nullptr && slotFree<Mem>(sf));
+      };
+      const auto recvReady = [&] {
+        return (recvRing != nullptr && llFirstLineCame<Mem>(*recvRing)) ||
+               (rf != nullptr && slotArrived<Mem>(rf));
+      };
+      if (awaitHalves<Mem>(c, step, recvDone, rf, sendReady, recvReady, s)) {
+        if (s.doSend && sf != nullptr) prepareSendHalf(c, step, slotData(sf), s.send);
         if (s.doRecv) {
-          CombineArgs& a = s.main;
-          a.in[0] = recvRing != nullptr ? l.stageIn[0] : slotData(rf);
-          a.nin = 1;
-          if (shape.reduces) a.in[a.nin++] = inPtr(c.call, step.src2);
-          a.out[0] = outPtr(c.call, step.dst);
-          a.nout = 1;
-          a.count = step.bytes / c.call.elemSize;
-          a.reduce = shape.reduces;
-          a.final = (step.flags & kStepFinalize) != 0 && c.call.op == braidAvg;
-          a.nranks = c.call.nranks;
+          prepareRecvHalf(c, step, shape, recvRing != nullptr ? l.stageIn[0] : slotData(rf),
+                          s.main);
         }
       }
     }
@@ -271,29 +216,12 @@ template <class Mem, class Block>
 BRAID_HOST_DEVICE void runLaneLl(const ExecutorArgs& args, const LlArgs& ll, const DeviceCall& call,
                                  uint32_t callIndex, uint32_t laneIndex, LaneState& s,
                                  LlLaneState& l) {
-  const DeviceLane lane = call.lanes[laneIndex];
-  const StepContext context{
-      args,         call, static_cast<int32_t>(callIndex), static_cast<int32_t>(laneIndex),
-      lane.channel, 0};
-  if (Block::leader()) {
-    s.stop = 0;
-    if (Mem::load(args.errorLatch) != 0) {
-      s.stop = 1;
-    } else if (Mem::load(&args.control->abort) != 0) {
-      fail<Mem>(args, s, kDeviceAborted, siteOf(context, -1));
-    }
-  }
-  Block::sync();
-  if (s.stop) return;
-  for (uint32_t i = 0; i < lane.nsteps; ++i) {
-    const Step step = call.steps[lane.firstStep + i];
-    const StepShape shape = deviceStepShape(step.op);
-    StepContext c = context;
-    c.stepIndex = static_cast<int32_t>(i);
-    const bool ok = shape.independent ? runIndependentLl<Mem, Block>(c, step, shape, s, ll, l)
-                                      : runDependentLl<Mem, Block>(c, step, shape, s, ll, l);
-    if (!ok) return;
-  }
+  runSteps<Mem, Block>(
+      args, call, callIndex, laneIndex, s,
+      [&s, &ll, &l](const StepContext& c, const Step& step, const StepShape& shape) {
+        return shape.independent ? runIndependentLl<Mem, Block>(c, step, shape, s, ll, l)
+                                 : runDependentLl<Mem, Block>(c, step, shape, s, ll, l);
+      });
 }
 
 }  // namespace braid::gpu
