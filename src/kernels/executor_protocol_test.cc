@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
-#include "kernels/host_lane_runner.h"
 #include "kernels/host_memory_ops.h"
 #include "tests/support/plan_case.h"
 
@@ -24,14 +23,7 @@ using testing::HostFifoMesh;
 using testing::PlanCase;
 using testing::PlanCaseSpec;
 
-CallDescriptor callNumber(uint32_t seq) {
-  CallDescriptor c;
-  c.coll = static_cast<uint8_t>(Collective::kAllReduce);
-  c.dtype = braidInt32;
-  c.count = 1000;
-  c.seq = seq;
-  return c;
-}
+CallDescriptor callNumber(uint32_t seq) { return testing::allReduceCall(seq, braidInt32, 1000); }
 
 StepContext contextOf(const ExecutorArgs& args, const DeviceCall& call) {
   return StepContext{args, call, 0, 0, 0, 0};
@@ -239,20 +231,6 @@ TEST(ExecutorProtocol, FencesSeparateDataFromCounters) {
 
 // ---- Whole plans on host lanes.
 
-/// Every rank's lanes at once, a thread per rank running its lanes' threads.
-void runCase(PlanCase& pc, HostFifoMesh& mesh) {
-  std::vector<std::thread> ranks;
-  std::vector<DeviceCall> calls(pc.nranks());
-  std::vector<ExecutorArgs> args(pc.nranks());
-  for (int r = 0; r < pc.nranks(); ++r) {
-    if (!pc.runs(r)) continue;
-    calls[r] = pc.call(r);
-    args[r] = mesh.args(r);
-    ranks.emplace_back([&, r] { runLanesOnHost(args[r], &calls[r], 1); });
-  }
-  for (std::thread& t : ranks) t.join();
-}
-
 class HostLanes : public ::testing::TestWithParam<int> {};
 
 TEST_P(HostLanes, EveryPlanIsExactAndMovesTheCountedSlots) {
@@ -264,7 +242,7 @@ TEST_P(HostLanes, EveryPlanIsExactAndMovesTheCountedSlots) {
     ASSERT_TRUE(made.ok()) << made.status().message();
     PlanCase& pc = **made;
     HostFifoMesh mesh(n, kMaxChannels, /*nslots=*/2, spec.chunkBytes);
-    runCase(pc, mesh);
+    testing::runOnHostLanes(pc, mesh);
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(mesh.control(r).error, 0u) << "rank " << r;
       EXPECT_EQ(pc.check(r), "");

@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/host_lane_runner.h"
 #include "kernels/host_memory_ops.h"
 #include "tests/support/plan_case.h"
 
@@ -26,14 +25,7 @@ using testing::HostFifoMesh;
 using testing::PlanCase;
 using testing::PlanCaseSpec;
 
-CallDescriptor callNumber(uint32_t seq) {
-  CallDescriptor c;
-  c.coll = static_cast<uint8_t>(Collective::kAllReduce);
-  c.dtype = braidInt8;
-  c.count = 4096;
-  c.seq = seq;
-  return c;
-}
+CallDescriptor callNumber(uint32_t seq) { return testing::allReduceCall(seq, braidInt8, 4096); }
 
 char payloadByte(uint64_t message, uint32_t i) { return static_cast<char>(message * 131 + i * 7); }
 
@@ -296,21 +288,6 @@ TEST(LlProtocol, OnlySmallMessagesOnRingsTakeLines) {
 
 // ---- Whole plans on host lanes with rings.
 
-void runCase(PlanCase& pc, HostFifoMesh& mesh) {
-  std::vector<std::thread> ranks;
-  std::vector<DeviceCall> calls(pc.nranks());
-  std::vector<ExecutorArgs> args(pc.nranks());
-  std::vector<LlArgs> lines(pc.nranks());
-  for (int r = 0; r < pc.nranks(); ++r) {
-    if (!pc.runs(r)) continue;
-    calls[r] = pc.call(r);
-    args[r] = mesh.args(r);
-    lines[r] = mesh.llArgs(r);
-    ranks.emplace_back([&, r] { runLanesOnHost(args[r], lines[r], &calls[r], 1); });
-  }
-  for (std::thread& t : ranks) t.join();
-}
-
 struct LinesCase {
   int nranks;
   uint32_t chunkBytes;  ///< 256: every message as lines; 1024: full chunks in slots, tails as lines
@@ -330,7 +307,7 @@ TEST_P(HostLanesWithLines, EveryPlanIsExactAndEveryLineIsConsumed) {
     ASSERT_TRUE(made.ok()) << made.status().message();
     PlanCase& pc = **made;
     HostFifoMesh mesh(n, kMaxChannels, /*nslots=*/2, spec.chunkBytes, kLines);
-    runCase(pc, mesh);
+    testing::runOnHostLanes(pc, mesh, /*lines=*/true);
     uint64_t lines = 0;
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(mesh.control(r).error, 0u) << "rank " << r;

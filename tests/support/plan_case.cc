@@ -1,8 +1,10 @@
 #include "tests/support/plan_case.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "algorithms/algorithms.h"
+#include "kernels/host_lane_runner.h"
 
 namespace braid::testing {
 namespace {
@@ -282,6 +284,36 @@ uint64_t HostFifoMesh::linesSent(int sender, int receiver, int channel) const {
 
 uint64_t HostFifoMesh::linesCredited(int sender, int receiver, int channel) const {
   return fifo(sender, receiver, channel).credits;
+}
+
+void runOnHostLanes(PlanCase& pc, HostFifoMesh& mesh, bool lines) {
+  std::vector<std::thread> ranks;
+  std::vector<gpu::DeviceCall> calls(pc.nranks());
+  std::vector<gpu::ExecutorArgs> args(pc.nranks());
+  std::vector<gpu::LlArgs> rings(pc.nranks());
+  for (int r = 0; r < pc.nranks(); ++r) {
+    if (!pc.runs(r)) continue;
+    calls[r] = pc.call(r);
+    args[r] = mesh.args(r);
+    if (lines) rings[r] = mesh.llArgs(r);
+    ranks.emplace_back([&, r] {
+      if (lines) {
+        gpu::runLanesOnHost(args[r], rings[r], &calls[r], 1);
+      } else {
+        gpu::runLanesOnHost(args[r], &calls[r], 1);
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+}
+
+CallDescriptor allReduceCall(uint32_t seq, braidDataType_t dtype, uint64_t count) {
+  CallDescriptor c;
+  c.coll = static_cast<uint8_t>(Collective::kAllReduce);
+  c.dtype = dtype;
+  c.count = count;
+  c.seq = seq;
+  return c;
 }
 
 }  // namespace braid::testing

@@ -121,4 +121,13 @@ class HostFifoMesh {
   std::vector<std::unique_ptr<uint32_t>> latches_;
 };
 
+/// Every rank of `pc` that runs, running its lanes at once over `mesh` (runLanesOnHost), a thread
+/// per rank standing in for its GPU; with `lines`, the low-latency protocol's executor over the
+/// mesh's rings.
+void runOnHostLanes(PlanCase& pc, HostFifoMesh& mesh, bool lines = false);
+
+/// The descriptor of AllReduce call `seq` of `count` elements of `dtype`: what the protocol tests
+/// stamp their slots and lines with.
+CallDescriptor allReduceCall(uint32_t seq, braidDataType_t dtype, uint64_t count);
+
 }  // namespace braid::testing
