@@ -12,45 +12,27 @@
 #include "braid.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/multiprocess.h"
+#include "tests/support/variants.h"
 
 namespace braid::testing {
 namespace {
 
-struct Variant {
-  std::string name;
-  std::vector<std::string> settings;
-};
-
 const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kVariants = {
-      {"defaults", {}},
-      // Tiny chunks and two channels: every path pipelines over many chunks (on shared memory
-      // they travel in the FIFO lines' own payload areas, 64 in flight).
-      {"small_chunks", {"BRAID_CHUNK_BYTES=1K", "BRAID_NSLOTS=2", "BRAID_NCHANNELS=2"}},
-      // Chunks too large for a line's payload area, two data slots per FIFO: the shallowest
-      // pipelines every algorithm must get through.
-      {"shallow_slots", {"BRAID_CHUNK_BYTES=6K", "BRAID_NSLOTS=2"}},
-      // Every algorithm forced in turn (for the collectives it serves), one with several channels.
-      {"ring", {"BRAID_ALGO=ring", "BRAID_NCHANNELS=3", "BRAID_CHUNK_BYTES=8K"}},
-      {"tree", {"BRAID_ALGO=tree", "BRAID_CHUNK_BYTES=8K"}},
-      {"rhd", {"BRAID_ALGO=rhd", "BRAID_CHUNK_BYTES=8K"}},
-      {"rd", {"BRAID_ALGO=rd", "BRAID_CHUNK_BYTES=8K"}},
-      {"direct", {"BRAID_ALGO=direct", "BRAID_CHUNK_BYTES=8K"}},
-  };
+  static const std::vector<Variant> kVariants = [] {
+    std::vector<Variant> all = dataPathVariants();
+    // Chunks too large for a line's payload area, two data slots per FIFO: the shallowest
+    // pipelines every algorithm must get through.
+    all.push_back({"shallow_slots", {"BRAID_CHUNK_BYTES=6K", "BRAID_NSLOTS=2"}});
+    return all;
+  }();
   return kVariants;
 }
 
 std::string runConformance(int rank, int nranks, const braidUniqueId& id, const Variant& variant,
                            const std::vector<CollCase>& cases) {
-  Settings settings;
-  for (const std::string& s : variant.settings) settings.add(s);
-  settings.add("BRAID_TIMEOUT=60");
+  Settings settings = settingsOf(variant);
   braidComm_t comm = nullptr;
-  braidResult_t rc = braidCommInitRankConfig(&comm, nranks, id, rank, settings.config());
-  if (rc != braidSuccess) {
-    return std::string("init failed: ") + braidGetErrorString(rc) + ": " +
-           braidGetLastError(nullptr);
-  }
+  if (std::string e = initRank(&comm, nranks, id, rank, settings); !e.empty()) return e;
   std::string error;
   for (const CollCase& c : cases) {
     error = runAndCheck(comm, rank, nranks, c);
@@ -120,13 +102,9 @@ TEST_P(SharedBufferTest, PeersReadInputsInPlaceAndResultsMatch) {
   auto outcomes = runRanks(
       nranks,
       [&](int rank, const braidUniqueId& id) -> std::string {
-        Settings settings;
-        for (const std::string& s : variant.settings) settings.add(s);
-        settings.add("BRAID_TIMEOUT=60");
+        Settings settings = settingsOf(variant);
         braidComm_t comm = nullptr;
-        if (braidCommInitRankConfig(&comm, nranks, id, rank, settings.config()) != braidSuccess) {
-          return std::string("init failed: ") + braidGetLastError(nullptr);
-        }
+        if (std::string e = initRank(&comm, nranks, id, rank, settings); !e.empty()) return e;
         std::string error;
         for (const CollCase& c : cases) {
           error = runAndCheck(comm, rank, nranks, c);

@@ -15,37 +15,15 @@
 #include "tests/gpu/gpu_support.h"
 #include "tests/gpu/test_kernels.h"
 #include "tests/support/multiprocess.h"
+#include "tests/support/variants.h"
 
 namespace braid::testing {
 namespace {
 
-struct Variant {
-  std::string name;
-  std::vector<std::string> settings;
-};
-
-const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kVariants = {
-      {"defaults", {}},
-      {"small_chunks", {"BRAID_CHUNK_BYTES=1K", "BRAID_NSLOTS=2", "BRAID_NCHANNELS=2"}},
-      {"ring", {"BRAID_ALGO=ring", "BRAID_NCHANNELS=3", "BRAID_CHUNK_BYTES=8K"}},
-      {"tree", {"BRAID_ALGO=tree", "BRAID_CHUNK_BYTES=8K"}},
-      {"rhd", {"BRAID_ALGO=rhd", "BRAID_CHUNK_BYTES=8K"}},
-      {"rd", {"BRAID_ALGO=rd", "BRAID_CHUNK_BYTES=8K"}},
-      {"direct", {"BRAID_ALGO=direct", "BRAID_CHUNK_BYTES=8K"}},
-  };
-  return kVariants;
-}
-
 std::string initOnGpu0(braidComm_t* comm, int nranks, const braidUniqueId& id, int rank,
                        Settings& settings) {
   if (std::string e = cudaProblem(cudaSetDevice(0), "cudaSetDevice(0)"); !e.empty()) return e;
-  braidResult_t rc = braidCommInitRankConfig(comm, nranks, id, rank, settings.config());
-  if (rc != braidSuccess) {
-    return std::string("init failed: ") + braidGetErrorString(rc) + ": " +
-           braidGetLastError(nullptr);
-  }
-  return "";
+  return initRank(comm, nranks, id, rank, settings);
 }
 
 /// Mapped pinned memory for flags the host and a kernel share.
@@ -70,14 +48,12 @@ class GpuCollectiveTest : public ::testing::TestWithParam<std::tuple<int, int>> 
 TEST_P(GpuCollectiveTest, MatchesReference) {
   BRAID_SKIP_WITHOUT_GPU();
   const int nranks = std::get<0>(GetParam());
-  const Variant& variant = variants()[std::get<1>(GetParam())];
+  const Variant& variant = dataPathVariants()[std::get<1>(GetParam())];
   const std::vector<CollCase> cases = deviceCases(nranks, 300007);
   auto outcomes = runRanks(
       nranks,
       [&](int rank, const braidUniqueId& id) -> std::string {
-        Settings settings;
-        for (const std::string& s : variant.settings) settings.add(s);
-        settings.add("BRAID_TIMEOUT=60");
+        Settings settings = settingsOf(variant);
         braidComm_t comm = nullptr;
         if (std::string e = initOnGpu0(&comm, nranks, id, rank, settings); !e.empty()) return e;
         cudaStream_t stream = nullptr;
@@ -98,14 +74,14 @@ TEST_P(GpuCollectiveTest, MatchesReference) {
   EXPECT_EQ(failures(outcomes), "") << cases.size() << " cases, variant " << variant.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, GpuCollectiveTest,
-                         ::testing::Combine(::testing::Values(2, 3, 4),
-                                            ::testing::Range(0,
-                                                             static_cast<int>(variants().size()))),
-                         [](const auto& info) {
-                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  variants()[std::get<1>(info.param)].name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, GpuCollectiveTest,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Range(0, static_cast<int>(dataPathVariants().size()))),
+    [](const auto& info) {
+      return "n" + std::to_string(std::get<0>(info.param)) + "_" +
+             dataPathVariants()[std::get<1>(info.param)].name;
+    });
 
 // The call returns while the stream is still held by a kernel before it, and the kernel after it
 // sees its result.
