@@ -18,15 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conformance_ranks.h"
 #include "conformance_values.h"
 
 /* ---- the multi-process part ---- */
-
-static const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
-                                        ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
-                                        ncclFloat64, ncclBfloat16};
-static const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
-enum { kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]), kNumOps = sizeof(kOps) / sizeof(kOps[0]) };
 
 static void checkReductions(ncclComm_t comm, int rank, int n) {
   const size_t count = 273; /* not a multiple of nranks */
@@ -444,12 +439,6 @@ static void checkOneThreadManyRanks(void) {
         "config without the initializer's magic");
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 4;
   if (n < 2 || n > 4) {
@@ -474,28 +463,7 @@ int main(int argc, char** argv) {
     pids[r] = fork();
     if (pids[r] == 0) _exit(rankMain(r, n, id, ids));
   }
-  const double deadline = now() + 240;
-  int running = n;
-  while (running > 0 && now() < deadline) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      --running;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "a rank failed (status %d)\n", status);
-        ++gFailures;
-      }
-    } else {
-      usleep(10000);
-    }
-  }
-  if (running > 0) {
-    fprintf(stderr, "deadline passed with %d ranks running\n", running);
-    for (int r = 0; r < n; ++r) kill(pids[r], SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0) {
-    }
-    return 1;
-  }
+  if (waitForRanks(pids, n, 240) != 0) return 1;
   checkOneThreadManyRanks();
   if (gFailures == 0) printf("nccl_conformance: %d ranks, all checks passed\n", n);
   return gFailures == 0 ? 0 : 1;

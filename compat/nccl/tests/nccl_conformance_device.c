@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conformance_ranks.h"
 #include "conformance_values.h"
 
 enum { kSkipped = 77 };
@@ -60,18 +61,14 @@ static void toHost(void* dst, const void* src, size_t bytes) {
 /* Every datatype and operator: out of place on gStream, in place on the NULL stream, and reduce
  * to a root. */
 static void checkReductions(ncclComm_t comm, int rank, int n) {
-  static const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
-                                          ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
-                                          ncclFloat64, ncclBfloat16};
-  static const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
   const size_t count = 273; /* not a multiple of nranks */
-  for (size_t ti = 0; ti < sizeof(kTypes) / sizeof(kTypes[0]); ++ti) {
+  for (int ti = 0; ti < kNumTypes; ++ti) {
     const ncclDataType_t t = kTypes[ti];
     const size_t bytes = count * typeSize(t);
     void* host = xmalloc(bytes);
     void* send = devAlloc(bytes);
     void* recv = devAlloc(bytes);
-    for (size_t oi = 0; oi < sizeof(kOps) / sizeof(kOps[0]); ++oi) {
+    for (int oi = 0; oi < kNumOps; ++oi) {
       const ncclRedOp_t op = kOps[oi];
       for (size_t i = 0; i < count; ++i) put(host, i, t, input(rank, i));
       toDevice(send, host, bytes);
@@ -320,12 +317,6 @@ static int rankMain(int rank, int n, int hosts, ncclUniqueId id) {
   return gFailures == 0 ? 0 : 1;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Whether a GPU is visible, asked in a child: CUDA must stay uninitialised in the parent, whose
  * rank children use it after fork. */
 static int gpuVisible(void) {
@@ -368,28 +359,7 @@ int main(int argc, char** argv) {
     pids[r] = fork();
     if (pids[r] == 0) _exit(rankMain(r, n, hosts, id));
   }
-  const double deadline = now() + 240;
-  int running = n;
-  while (running > 0 && now() < deadline) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      --running;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "a rank failed (status %d)\n", status);
-        ++gFailures;
-      }
-    } else {
-      usleep(10000);
-    }
-  }
-  if (running > 0) {
-    fprintf(stderr, "deadline passed with %d ranks running\n", running);
-    for (int r = 0; r < n; ++r) kill(pids[r], SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0) {
-    }
-    return 1;
-  }
+  if (waitForRanks(pids, n, 240) != 0) return 1;
   if (gFailures == 0) {
     printf("nccl_conformance_device: %d ranks on %d host(s), device buffers, all checks passed\n",
            n, hosts);
