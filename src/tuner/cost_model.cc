@@ -13,6 +13,7 @@
 #include "base/little_endian.h"
 #include "topology/locality.h"
 #include "tuner/cluster_model.h"
+#include "tuner/model_plans.h"
 
 namespace braid {
 namespace {
@@ -400,16 +401,7 @@ SimMachine CostModel::machineWith(BufferTiers tiers, double inCore) const {
 Result<CostModel::CallPlans> CostModel::plansFor(Collective coll, Algorithm algo, uint64_t bytes,
                                                  uint32_t chunkBytes, int nchannels) const {
   const int n = machine_.nranks;
-  PlanRequest request;
-  request.coll = coll;
-  request.algo = algo;
-  request.nranks = n;
-  request.elemSize = bytes % 4 == 0 ? 4 : 1;
-  request.count = bytes / request.elemSize;
-  request.chunkBytes =
-      std::max<uint32_t>(chunkBytes / request.elemSize * request.elemSize, request.elemSize);
-  request.nchannels = nchannels;
-  request.ring = ring_;
+  PlanRequest request = modelRequest(coll, algo, n, bytes, chunkBytes, nchannels, ring_);
   // The hierarchical algorithm groups ranks by host, numbered as the communicator numbers them.
   if (algorithmUsesHosts(algo) && machine_.cores.size() > 1) request.hosts = machine_.hostOf;
   CallPlans out;
@@ -482,8 +474,7 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
     if (weight <= 0) continue;
     ASSIGN_OR_RETURN(double one, remembered(coll, algo, span, chunkBytes, nchannels, tier));
     ASSIGN_OR_RETURN(double two, remembered(coll, algo, 2 * span, chunkBytes, nchannels, tier));
-    const double perByte = std::max(0.0, two - one) / double(span);
-    mixed += weight * (two + perByte * double(bytes - 2 * span));
+    mixed += weight * extrapolateSpans(one, two, span, bytes);
   }
   return mixed;
 }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "algorithms/algorithms.h"
+#include "tuner/model_plans.h"
 
 namespace braid {
 namespace {
@@ -133,16 +134,7 @@ int DeviceSpanTuner::channelsFor(uint64_t bytes) const {
 Result<std::vector<Plan>> DeviceSpanTuner::plansFor(Collective coll, Algorithm algo, uint64_t bytes,
                                                     uint32_t chunkBytes, int nchannels) const {
   const int n = machine_.nranks;
-  PlanRequest request;
-  request.coll = coll;
-  request.algo = algo;
-  request.nranks = n;
-  request.elemSize = bytes % 4 == 0 ? 4 : 1;
-  request.count = bytes / request.elemSize;
-  request.chunkBytes =
-      std::max<uint32_t>(chunkBytes / request.elemSize * request.elemSize, request.elemSize);
-  request.nchannels = nchannels;
-  request.ring = ring_;
+  PlanRequest request = modelRequest(coll, algo, n, bytes, chunkBytes, nchannels, ring_);
   if (algo == Algorithm::kHier) request.hosts = islandOf_;
   std::vector<Plan> plans;
   plans.reserve(size_t(n));
@@ -185,8 +177,7 @@ Result<double> DeviceSpanTuner::predict(Collective coll, Algorithm algo, uint64_
   if (bytes <= 2 * span) return simulate(coll, algo, bytes, chunkBytes, nchannels);
   ASSIGN_OR_RETURN(const double one, simulate(coll, algo, span, chunkBytes, nchannels));
   ASSIGN_OR_RETURN(const double two, simulate(coll, algo, 2 * span, chunkBytes, nchannels));
-  const double perByte = std::max(0.0, two - one) / double(span);
-  return two + perByte * double(bytes - 2 * span);
+  return extrapolateSpans(one, two, span, bytes);
 }
 
 const DeviceSpanTuner::AlgoCells& DeviceSpanTuner::cellsAt(Collective coll, int k) const {
