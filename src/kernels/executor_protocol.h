@@ -360,12 +360,14 @@ BRAID_HOST_DEVICE inline void prepareRecvHalf(const StepContext& c, const Step& 
 }
 
 /// Runs lane `laneIndex` of call `callIndex` (of args.ncalls) to its end or its first failure:
-/// runStep(context, step, shape) runs one step and returns false when the lane must stop. The
-/// protocols differ only in their steps (runLane, runLaneLl).
-template <class Mem, class Block, class RunStep>
+/// Steps::run(context, step, shape, s, extra...) runs one step and returns false when the lane
+/// must stop. The protocols differ only in their steps (runLane, runLaneLl). A policy type rather
+/// than a lambda: a closure holding a reference to the lane's shared state costs the kernels
+/// stack and spills.
+template <class Mem, class Block, class Steps, class... Extra>
 BRAID_HOST_DEVICE void runSteps(const ExecutorArgs& args, const DeviceCall& call,
                                 uint32_t callIndex, uint32_t laneIndex, LaneState& s,
-                                const RunStep& runStep) {
+                                Extra&... extra) {
   const DeviceLane lane = call.lanes[laneIndex];
   const StepContext context{
       args,         call, static_cast<int32_t>(callIndex), static_cast<int32_t>(laneIndex),
@@ -384,7 +386,7 @@ BRAID_HOST_DEVICE void runSteps(const ExecutorArgs& args, const DeviceCall& call
     const Step step = call.steps[lane.firstStep + i];
     StepContext c = context;
     c.stepIndex = static_cast<int32_t>(i);
-    if (!runStep(c, step, deviceStepShape(step.op))) return;
+    if (!Steps::run(c, step, deviceStepShape(step.op), s, extra...)) return;
   }
 }
 
@@ -453,15 +455,21 @@ BRAID_HOST_DEVICE bool runIndependent(const StepContext& c, const Step& step,
   return true;
 }
 
+/// The steps with slots only, for runSteps.
+template <class Mem, class Block>
+struct SlotSteps {
+  BRAID_HOST_DEVICE static bool run(const StepContext& c, const Step& step, const StepShape& shape,
+                                    LaneState& s) {
+    return shape.independent ? runIndependent<Mem, Block>(c, step, shape, s)
+                             : runDependent<Mem, Block>(c, step, shape, s);
+  }
+};
+
 /// Runs lane `laneIndex` of call `callIndex` (of args.ncalls) to its end or its first failure.
 template <class Mem, class Block>
 BRAID_HOST_DEVICE void runLane(const ExecutorArgs& args, const DeviceCall& call, uint32_t callIndex,
                                uint32_t laneIndex, LaneState& s) {
-  runSteps<Mem, Block>(args, call, callIndex, laneIndex, s,
-                       [&s](const StepContext& c, const Step& step, const StepShape& shape) {
-                         return shape.independent ? runIndependent<Mem, Block>(c, step, shape, s)
-                                                  : runDependent<Mem, Block>(c, step, shape, s);
-                       });
+  runSteps<Mem, Block, SlotSteps<Mem, Block>>(args, call, callIndex, laneIndex, s);
 }
 
 // ---- Slot counting (host): what one run of a plan posts and frees per FIFO, as the steps above

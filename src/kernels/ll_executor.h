@@ -210,18 +210,23 @@ BRAID_HOST_DEVICE bool runIndependentLl(const StepContext& c, const Step& step,
   return true;
 }
 
+/// The steps with lines, for runSteps.
+template <class Mem, class Block>
+struct LlSteps {
+  BRAID_HOST_DEVICE static bool run(const StepContext& c, const Step& step, const StepShape& shape,
+                                    LaneState& s, const LlArgs& ll, LlLaneState& l) {
+    return shape.independent ? runIndependentLl<Mem, Block>(c, step, shape, s, ll, l)
+                             : runDependentLl<Mem, Block>(c, step, shape, s, ll, l);
+  }
+};
+
 /// runLane with lines: lane `laneIndex` of call `callIndex` to its end or its first failure.
 /// l's stages must be set.
 template <class Mem, class Block>
 BRAID_HOST_DEVICE void runLaneLl(const ExecutorArgs& args, const LlArgs& ll, const DeviceCall& call,
                                  uint32_t callIndex, uint32_t laneIndex, LaneState& s,
                                  LlLaneState& l) {
-  runSteps<Mem, Block>(
-      args, call, callIndex, laneIndex, s,
-      [&s, &ll, &l](const StepContext& c, const Step& step, const StepShape& shape) {
-        return shape.independent ? runIndependentLl<Mem, Block>(c, step, shape, s, ll, l)
-                                 : runDependentLl<Mem, Block>(c, step, shape, s, ll, l);
-      });
+  runSteps<Mem, Block, LlSteps<Mem, Block>>(args, call, callIndex, laneIndex, s, ll, l);
 }
 
 }  // namespace braid::gpu
