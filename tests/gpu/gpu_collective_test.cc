@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "braid.h"
+#include "tests/gpu/gpu_ranks.h"
 #include "tests/gpu/gpu_support.h"
 #include "tests/gpu/test_kernels.h"
 #include "tests/support/multiprocess.h"
@@ -19,12 +19,6 @@
 
 namespace braid::testing {
 namespace {
-
-std::string initOnGpu0(braidComm_t* comm, int nranks, const braidUniqueId& id, int rank,
-                       Settings& settings) {
-  if (std::string e = cudaProblem(cudaSetDevice(0), "cudaSetDevice(0)"); !e.empty()) return e;
-  return initRank(comm, nranks, id, rank, settings);
-}
 
 /// Mapped pinned memory for flags the host and a kernel share.
 struct PinnedFlags {
@@ -56,18 +50,12 @@ TEST_P(GpuCollectiveTest, MatchesReference) {
         Settings settings = settingsOf(variant);
         braidComm_t comm = nullptr;
         if (std::string e = initOnGpu0(&comm, nranks, id, rank, settings); !e.empty()) return e;
-        cudaStream_t stream = nullptr;
-        std::string error = cudaProblem(cudaStreamCreate(&stream), "cudaStreamCreate");
-        for (size_t i = 0; i < cases.size() && error.empty(); ++i) {
-          // Alternate NULL-stream and stream calls.
-          error = runAndCheckOnDevice(comm, rank, nranks, cases[i], i % 2 ? stream : nullptr);
-        }
+        std::string error = runCasesOnDevice(comm, rank, nranks, cases);
         int device = -2;
         if (error.empty() && (braidCommCuDevice(comm, &device) != braidSuccess || device != 0)) {
           error = "braidCommCuDevice reports " + std::to_string(device) + ", not 0";
         }
         braidCommDestroy(comm);
-        if (stream != nullptr) cudaStreamDestroy(stream);
         return error;
       },
       /*deadlineSeconds=*/300);
@@ -128,15 +116,11 @@ TEST(GpuStream, EnqueuesAndReturnsOrderedWithTheStream) {
         if (e.empty() && flags.host[1] != 0) e = "the gate kernel timed out: a call blocked";
         std::vector<char> result;
         if (e.empty()) e = out.download(result, kCount * sizeof(float));
-        for (size_t i = 0; e.empty() && i < kCount; ++i) {
+        if (e.empty()) {
           // Ranks filled 10 + i%7 and 20 + i%7; the sum doubled by the kernel after the call.
-          const float expected = 2.0f * (30.0f + 2.0f * static_cast<float>(i % 7));
-          float got;
-          std::memcpy(&got, result.data() + i * sizeof(float), sizeof(float));
-          if (got != expected) {
-            e = "element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " +
-                std::to_string(expected);
-          }
+          e = firstWrongFloat(result, kCount, "", [](size_t i) {
+            return 2.0f * (30.0f + 2.0f * static_cast<float>(i % 7));
+          });
         }
         braidCommDestroy(comm);
         if (stream != nullptr) cudaStreamDestroy(stream);
@@ -161,52 +145,41 @@ TEST(GpuStream, GraphCaptureAndReplay) {
           DeviceBuffer in(kCount * sizeof(float)), out(kCount * sizeof(float)),
               gathered(kCount * sizeof(float) * nranks);
           cudaStream_t stream = nullptr;
-          cudaGraph_t graph = nullptr;
-          cudaGraphExec_t exec = nullptr;
           std::string e = in.error() + out.error() + gathered.error();
           if (e.empty()) e = cudaProblem(cudaStreamCreate(&stream), "cudaStreamCreate");
-          if (e.empty()) {
-            e = cudaProblem(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
-                            "begin capture");
-          }
-          if (e.empty()) {
-            auto* inBuf = reinterpret_cast<float*>(in.data());
-            auto* outBuf = reinterpret_cast<float*>(out.data());
-            braidResult_t a =
-                braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm, stream);
-            braidResult_t b =
-                braidAllGather(outBuf, gathered.data(), kCount, braidFloat32, comm, stream);
-            cudaError_t end = cudaStreamEndCapture(stream, &graph);
-            if (a != braidSuccess || b != braidSuccess) {
-              e = std::string("captured calls failed: ") + braidGetLastError(comm);
-            } else {
-              e = cudaProblem(end, "end capture");
+          {
+            CapturedGraph graph;
+            if (e.empty()) {
+              e = graph.capture(stream, [&]() -> std::string {
+                auto* inBuf = reinterpret_cast<float*>(in.data());
+                auto* outBuf = reinterpret_cast<float*>(out.data());
+                braidResult_t a =
+                    braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm, stream);
+                braidResult_t b =
+                    braidAllGather(outBuf, gathered.data(), kCount, braidFloat32, comm, stream);
+                if (a != braidSuccess || b != braidSuccess) {
+                  return std::string("captured calls failed: ") + braidGetLastError(comm);
+                }
+                return "";
+              });
             }
-          }
-          if (e.empty()) e = cudaProblem(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-          for (int replay = 0; replay < 3 && e.empty(); ++replay) {
-            std::vector<float> input(kCount);
-            for (size_t i = 0; i < kCount; ++i)
-              input[i] = static_cast<float>((rank + 1) * (replay + 1) + i % 5);
-            e = in.upload(input.data(), kCount * sizeof(float));
-            if (e.empty()) e = cudaProblem(cudaGraphLaunch(exec, stream), "graph launch");
-            if (e.empty()) e = cudaProblem(cudaStreamSynchronize(stream), "sync");
-            std::vector<char> result;
-            if (e.empty()) e = gathered.download(result, kCount * sizeof(float) * nranks);
-            const float rankSum = static_cast<float>(nranks * (nranks + 1) / 2);
-            for (size_t i = 0; e.empty() && i < kCount * nranks; ++i) {
-              const size_t j = i % kCount;
-              const float expected = rankSum * (replay + 1) + static_cast<float>(nranks * (j % 5));
-              float got;
-              std::memcpy(&got, result.data() + i * sizeof(float), sizeof(float));
-              if (got != expected) {
-                e = "replay " + std::to_string(replay) + " element " + std::to_string(i) + " is " +
-                    std::to_string(got) + ", expected " + std::to_string(expected);
+            for (int replay = 0; replay < 3 && e.empty(); ++replay) {
+              std::vector<float> input(kCount);
+              for (size_t i = 0; i < kCount; ++i)
+                input[i] = static_cast<float>((rank + 1) * (replay + 1) + i % 5);
+              e = in.upload(input.data(), kCount * sizeof(float));
+              if (e.empty()) e = graph.replay(stream);
+              std::vector<char> result;
+              if (e.empty()) e = gathered.download(result, kCount * sizeof(float) * nranks);
+              const float rankSum = static_cast<float>(nranks * (nranks + 1) / 2);
+              if (e.empty()) {
+                e = firstWrongFloat(
+                    result, kCount * nranks, "replay " + std::to_string(replay), [&](size_t i) {
+                      return rankSum * (replay + 1) + static_cast<float>(nranks * (i % kCount % 5));
+                    });
               }
             }
           }
-          if (exec != nullptr) cudaGraphExecDestroy(exec);
-          if (graph != nullptr) cudaGraphDestroy(graph);
           braidCommDestroy(comm);
           if (stream != nullptr) cudaStreamDestroy(stream);
           return e;

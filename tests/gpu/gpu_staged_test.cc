@@ -9,78 +9,57 @@
 // peer. Every test skips where no GPU is present.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "braid.h"
+#include "tests/gpu/gpu_ranks.h"
 #include "tests/gpu/gpu_support.h"
 #include "tests/support/multiprocess.h"
+#include "tests/support/variants.h"
 
 namespace braid::testing {
 namespace {
 
 struct StagedVariant {
-  std::string name;
-  std::vector<std::string> settings;
+  Variant variant;
   bool twoHosts = true;  ///< BRAID_HOSTID by rank parity
 };
 
 const std::vector<StagedVariant>& stagedVariants() {
-  static const std::vector<StagedVariant> kVariants = {
-      {"defaults", {}},
-      {"small_chunks", {"BRAID_CHUNK_BYTES=1K", "BRAID_NSLOTS=2", "BRAID_NCHANNELS=2"}},
-      {"ring", {"BRAID_ALGO=ring", "BRAID_NCHANNELS=3", "BRAID_CHUNK_BYTES=8K"}},
-      {"tree", {"BRAID_ALGO=tree", "BRAID_CHUNK_BYTES=8K"}},
-      {"rhd", {"BRAID_ALGO=rhd", "BRAID_CHUNK_BYTES=8K"}},
-      {"rd", {"BRAID_ALGO=rd", "BRAID_CHUNK_BYTES=8K"}},
-      {"direct", {"BRAID_ALGO=direct", "BRAID_CHUNK_BYTES=8K"}},
-      // All-reduce inside each "host" over GPU memory, between them over the staged FIFOs.
-      {"hier", {"BRAID_ALGO=hier", "BRAID_NCHANNELS=2", "BRAID_CHUNK_BYTES=8K"}},
-      // Where the machine has an RDMA port, "defaults" stages over ib: this one keeps TCP tested.
-      {"no_ib", {"BRAID_TRANSPORT=^ib"}},
-      {"socket_only", {"BRAID_TRANSPORT=socket"}, false},
-  };
+  static const std::vector<StagedVariant> kVariants = [] {
+    std::vector<StagedVariant> all;
+    for (const Variant& v : dataPathVariants()) all.push_back({v});
+    // All-reduce inside each "host" over GPU memory, between them over the staged FIFOs.
+    all.push_back({{"hier", {"BRAID_ALGO=hier", "BRAID_NCHANNELS=2", "BRAID_CHUNK_BYTES=8K"}}});
+    // Where the machine has an RDMA port, "defaults" stages over ib: this one keeps TCP tested.
+    all.push_back({{"no_ib", {"BRAID_TRANSPORT=^ib"}}});
+    all.push_back({{"socket_only", {"BRAID_TRANSPORT=socket"}}, /*twoHosts=*/false});
+    return all;
+  }();
   return kVariants;
 }
 
 std::string hostOf(int rank) { return "BRAID_HOSTID=staged-test-host-" + std::to_string(rank % 2); }
-
-std::string initOnGpu0(braidComm_t* comm, int nranks, const braidUniqueId& id, int rank,
-                       Settings& settings) {
-  if (std::string e = cudaProblem(cudaSetDevice(0), "cudaSetDevice(0)"); !e.empty()) return e;
-  braidResult_t rc = braidCommInitRankConfig(comm, nranks, id, rank, settings.config());
-  if (rc != braidSuccess) {
-    return std::string("init failed: ") + braidGetErrorString(rc) + ": " +
-           braidGetLastError(nullptr);
-  }
-  return "";
-}
 
 class GpuStagedCollectiveTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(GpuStagedCollectiveTest, MatchesReference) {
   BRAID_SKIP_WITHOUT_GPU();
   const int nranks = std::get<0>(GetParam());
-  const StagedVariant& variant = stagedVariants()[std::get<1>(GetParam())];
+  const StagedVariant& staged = stagedVariants()[std::get<1>(GetParam())];
+  const Variant& variant = staged.variant;
   const std::vector<CollCase> cases = deviceCases(nranks, 100003);
   auto outcomes = runRanks(
       nranks,
       [&](int rank, const braidUniqueId& id) -> std::string {
-        Settings settings;
-        for (const std::string& s : variant.settings) settings.add(s);
-        if (variant.twoHosts) settings.add(hostOf(rank));
-        settings.add("BRAID_TIMEOUT=60");
+        Settings settings = settingsOf(variant);
+        if (staged.twoHosts) settings.add(hostOf(rank));
         braidComm_t comm = nullptr;
         if (std::string e = initOnGpu0(&comm, nranks, id, rank, settings); !e.empty()) return e;
-        cudaStream_t stream = nullptr;
-        std::string error = cudaProblem(cudaStreamCreate(&stream), "cudaStreamCreate");
-        for (size_t i = 0; i < cases.size() && error.empty(); ++i) {
-          error = runAndCheckOnDevice(comm, rank, nranks, cases[i], i % 2 ? stream : nullptr);
-        }
+        const std::string error = runCasesOnDevice(comm, rank, nranks, cases);
         braidCommDestroy(comm);
-        if (stream != nullptr) cudaStreamDestroy(stream);
         return error;
       },
       /*deadlineSeconds=*/300);
@@ -93,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Range(0, static_cast<int>(stagedVariants().size()))),
     [](const auto& info) {
       return "n" + std::to_string(std::get<0>(info.param)) + "_" +
-             stagedVariants()[std::get<1>(info.param)].name;
+             stagedVariants()[std::get<1>(info.param)].variant.name;
     });
 
 // A graph captured over staged FIFOs replays with fresh inputs: each replay arms the proxy from
@@ -110,41 +89,32 @@ TEST(GpuStaged, GraphReplaysOverStagedFifos) {
         if (std::string e = initOnGpu0(&comm, kRanks, id, rank, settings); !e.empty()) return e;
         DeviceBuffer in(kCount * sizeof(float)), out(kCount * sizeof(float));
         cudaStream_t stream = nullptr;
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
         std::string e = in.error() + out.error();
         if (e.empty()) e = cudaProblem(cudaStreamCreate(&stream), "cudaStreamCreate");
-        auto* inBuf = reinterpret_cast<float*>(in.data());
-        auto* outBuf = reinterpret_cast<float*>(out.data());
-        if (e.empty()) {
-          e = cudaProblem(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
-                          "begin capture");
-        }
-        if (e.empty() && braidAllReduce(inBuf, outBuf, kCount, braidFloat32, braidSum, comm,
-                                        stream) != braidSuccess) {
-          e = std::string("captured all-reduce: ") + braidGetLastError(comm);
-        }
-        if (e.empty()) e = cudaProblem(cudaStreamEndCapture(stream, &graph), "end capture");
-        if (e.empty()) e = cudaProblem(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-        for (int replay = 0; replay < 3 && e.empty(); ++replay) {
-          std::vector<float> values(kCount, float(rank + 1 + 10 * replay));
-          e = in.upload(values.data(), kCount * sizeof(float));
-          if (e.empty()) e = cudaProblem(cudaGraphLaunch(exec, stream), "graph launch");
-          if (e.empty()) e = cudaProblem(cudaStreamSynchronize(stream), "sync");
-          std::vector<char> result;
-          if (e.empty()) e = out.download(result, kCount * sizeof(float));
-          const float expected = float(3 + 20 * replay);
-          for (size_t i = 0; e.empty() && i < kCount; ++i) {
-            float got;
-            std::memcpy(&got, result.data() + i * sizeof(float), sizeof(float));
-            if (got != expected) {
-              e = "replay " + std::to_string(replay) + " element " + std::to_string(i) + " is " +
-                  std::to_string(got) + ", expected " + std::to_string(expected);
+        {
+          CapturedGraph graph;
+          if (e.empty()) {
+            e = graph.capture(stream, [&]() -> std::string {
+              if (braidAllReduce(in.data(), out.data(), kCount, braidFloat32, braidSum, comm,
+                                 stream) != braidSuccess) {
+                return std::string("captured all-reduce: ") + braidGetLastError(comm);
+              }
+              return "";
+            });
+          }
+          for (int replay = 0; replay < 3 && e.empty(); ++replay) {
+            std::vector<float> values(kCount, float(rank + 1 + 10 * replay));
+            e = in.upload(values.data(), kCount * sizeof(float));
+            if (e.empty()) e = graph.replay(stream);
+            std::vector<char> result;
+            if (e.empty()) e = out.download(result, kCount * sizeof(float));
+            const float expected = float(3 + 20 * replay);
+            if (e.empty()) {
+              e = firstWrongFloat(result, kCount, "replay " + std::to_string(replay),
+                                  [&](size_t) { return expected; });
             }
           }
         }
-        if (exec != nullptr) cudaGraphExecDestroy(exec);
-        if (graph != nullptr) cudaGraphDestroy(graph);
         braidCommDestroy(comm);
         if (stream != nullptr) cudaStreamDestroy(stream);
         return e;
