@@ -343,6 +343,15 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   say "   PyTorch imports $(wc -l <"$LOGS/torch_nccl_imports.txt") NCCL symbols; not in the shim:" \
     "$(comm -23 "$LOGS/torch_nccl_imports.txt" "$LOGS/shim_exports.txt" | tr '\n' ' ')"
   if part base; then
+    # The braid backend's own tests on CUDA tensors (bindings/python/torch_tests/ranks.py).
+    if python3 -c "import pytest" 2>/dev/null; then
+      step torch_backend_cuda 150 env PYTHONUNBUFFERED=1 PYTHONPATH=bindings/python \
+        BRAID_LIBRARY="$BUILD/libbraid.so.0" BRAID_TORCH_TEST_DEVICE=cuda \
+        python3 -m pytest -q -p no:cacheprovider bindings/python/torch_tests/test_collectives.py
+      tail -n 3 "$LOGS/torch_backend_cuda.log" | sed 's/^/      /' | tee -a "$SUMMARY"
+    else
+      say "SKIP  torch_backend_cuda: no pytest for this python3"
+    fi
     step torch_ddp 150 env PYTHONUNBUFFERED=1 python3 compat/nccl/tests/torch_ddp.py \
       "$BUILD/compat/nccl/libnccl.so.2.28.3"
     grep -E "^torch |^DDP |FAILED|exit codes" "$LOGS/torch_ddp.log" | head -n 8 \

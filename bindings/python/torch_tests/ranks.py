@@ -34,6 +34,12 @@ def _report(results, item):
 def _rank_main(rank, nranks, store_path, fn, args, results, timeout_s):
     try:
         import datetime
+        device = os.environ.get("BRAID_TORCH_TEST_DEVICE", "cpu")
+        if device != "cpu":
+            # The same tests on device tensors (PyTorch 2.x; every rank on the same GPU): what
+            # they make is made there, and the backend enqueues on the current stream.
+            import torch
+            torch.set_default_device(device)
         dist.init_process_group("braid", init_method=f"file://{store_path}", rank=rank,
                                 world_size=nranks,
                                 timeout=datetime.timedelta(seconds=timeout_s))
