@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "kernels/cuda/combine.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -165,18 +166,17 @@ Status launchExecutorLl(const ExecutorArgs& common, const LlArgs& ll, const Devi
   return launchLlWith<kMaxCallsPerLaunch>(common, ll, calls, ncalls, s);
 }
 
-Result<int> executorResidentBlocks() {
+namespace {
+
+// Resident blocks a launch may count on: the SMs times the fewest resident blocks of the three
+// instantiations (they differ only in their arguments).
+Result<int> residentBlocksOf(std::initializer_list<const void*> kernels) {
   int device = 0;
   int sms = 0;
-  int perSm = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // The instantiations differ only in their arguments; the fewest resident blocks of any bound
-  // every launch.
-  perSm = 1 << 30;
-  for (const void* kernel : {reinterpret_cast<const void*>(executorKernel<1>),
-                             reinterpret_cast<const void*>(executorKernel<8>),
-                             reinterpret_cast<const void*>(executorKernel<kMaxCallsPerLaunch>)}) {
+  int perSm = 1 << 30;
+  for (const void* kernel : kernels) {
     int blocks = 0;
     CUDA_RETURN_IF_ERROR(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kExecutorThreads, 0));
@@ -185,24 +185,18 @@ Result<int> executorResidentBlocks() {
   return sms * perSm;
 }
 
+}  // namespace
+
+Result<int> executorResidentBlocks() {
+  return residentBlocksOf({reinterpret_cast<const void*>(executorKernel<1>),
+                           reinterpret_cast<const void*>(executorKernel<8>),
+                           reinterpret_cast<const void*>(executorKernel<kMaxCallsPerLaunch>)});
+}
+
 Result<int> executorResidentBlocksLl() {
-  int device = 0;
-  int sms = 0;
-  int perSm = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // The instantiations differ only in their arguments; the fewest resident blocks of any bound
-  // every launch.
-  perSm = 1 << 30;
-  for (const void* kernel : {reinterpret_cast<const void*>(executorKernelLl<1>),
-                             reinterpret_cast<const void*>(executorKernelLl<8>),
-                             reinterpret_cast<const void*>(executorKernelLl<kMaxCallsPerLaunch>)}) {
-    int blocks = 0;
-    CUDA_RETURN_IF_ERROR(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kExecutorThreads, 0));
-    perSm = std::min(perSm, blocks);
-  }
-  return sms * perSm;
+  return residentBlocksOf({reinterpret_cast<const void*>(executorKernelLl<1>),
+                           reinterpret_cast<const void*>(executorKernelLl<8>),
+                           reinterpret_cast<const void*>(executorKernelLl<kMaxCallsPerLaunch>)});
 }
 
 }  // namespace braid::gpu
