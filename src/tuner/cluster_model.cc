@@ -1,8 +1,10 @@
 #include "tuner/cluster_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -50,8 +52,10 @@ PlanRequest requestFor(const ClusterShape& c, Algorithm algo, uint64_t bytes, ui
   return q;
 }
 
-Result<double> simulateRequest(const ClusterShape& c, PlanRequest q, bool periodic) {
-  const int count = periodic ? c.ranksPerHost : q.nranks;
+// Every rank's plans, or with a symmetry one host's.
+Result<double> simulateRequest(const ClusterShape& c, PlanRequest q,
+                               std::optional<RankSymmetry> symmetry) {
+  const int count = symmetry ? c.ranksPerHost : q.nranks;
   std::vector<Plan> plans;
   plans.reserve(size_t(count));
   for (int r = 0; r < count; ++r) {
@@ -60,12 +64,15 @@ Result<double> simulateRequest(const ClusterShape& c, PlanRequest q, bool period
     plans.push_back(std::move(plan));
   }
   const SimMachine machine = clusterMachine(c);
-  return periodic ? simulatePeriodicPlans(plans, machine) : simulatePlans(plans, machine);
+  return symmetry ? simulatePeriodicPlans(plans, machine, *symmetry)
+                  : simulatePlans(plans, machine);
 }
 
-bool sameStepsMoved(const Plan& a, const Plan& b, int shift, int n) {
+// Whether plan b is plan a with every peer mapped by `map`: same lanes, steps and bytes.
+template <typename Map>
+bool sameStepsMapped(const Plan& a, const Plan& b, Map map) {
   if (a.lanes.size() != b.lanes.size()) return false;
-  auto moved = [&](int peer) { return peer < 0 ? peer : (peer + shift) % n; };
+  auto mapped = [&](int peer) { return peer < 0 ? peer : map(peer); };
   for (size_t l = 0; l < a.lanes.size(); ++l) {
     const Lane& x = a.lanes[l];
     const Lane& y = b.lanes[l];
@@ -78,11 +85,30 @@ bool sameStepsMoved(const Plan& a, const Plan& b, int shift, int n) {
         return false;
       }
       for (int i = 0; i < kMaxStepPeers; ++i) {
-        if (moved(p.recvPeers[i]) != q.recvPeers[i] || moved(p.sendPeers[i]) != q.sendPeers[i]) {
+        if (mapped(p.recvPeers[i]) != q.recvPeers[i] || mapped(p.sendPeers[i]) != q.sendPeers[i]) {
           return false;
         }
       }
     }
+  }
+  return true;
+}
+
+// Whether rank r + offset's plan is rank r's mapped by `symmetry`, for every rank r of the first
+// period (whose plans are given).
+bool periodMapsTo(const PlanRequest& request, const std::vector<Plan>& firstPeriod,
+                  RankSymmetry symmetry, int offset) {
+  const int n = request.nranks;
+  for (int r = 0; r < static_cast<int>(firstPeriod.size()); ++r) {
+    PlanRequest b = request;
+    b.rank = symmetry == RankSymmetry::kXor ? r ^ offset : r + offset;
+    Result<Plan> pb = buildPlan(b);
+    if (!pb.ok()) return false;
+    const Plan& pa = firstPeriod[size_t(r)];
+    const bool same = symmetry == RankSymmetry::kXor
+                          ? sameStepsMapped(pa, *pb, [&](int peer) { return peer ^ offset; })
+                          : sameStepsMapped(pa, *pb, [&](int peer) { return (peer + offset) % n; });
+    if (!same) return false;
   }
   return true;
 }
@@ -156,36 +182,55 @@ std::string_view priceRouteName(PriceRoute route) {
   return "?";
 }
 
-bool plansRepeat(const PlanRequest& request, int period) {
+std::optional<RankSymmetry> planSymmetry(const PlanRequest& request,
+                                         const std::vector<Plan>& firstPeriod) {
   const int n = request.nranks;
-  if (period <= 0 || n % period != 0) return false;
+  const int period = static_cast<int>(firstPeriod.size());
+  if (period <= 0 || n % period != 0) return std::nullopt;
   const int periods = n / period;
-  if (periods == 1) return true;
+  if (periods == 1) return RankSymmetry::kShift;
+  bool shifts = true;
   for (int k : {1, periods / 2, periods - 1}) {
-    if (k <= 0) continue;
-    for (int r = 0; r < period; ++r) {
-      PlanRequest a = request;
-      a.rank = r;
-      PlanRequest b = request;
-      b.rank = r + k * period;
-      Result<Plan> pa = buildPlan(a);
-      Result<Plan> pb = buildPlan(b);
-      if (!pa.ok() || !pb.ok() || !sameStepsMoved(*pa, *pb, k * period, n)) return false;
+    if (k > 0 && !periodMapsTo(request, firstPeriod, RankSymmetry::kShift, k * period)) {
+      shifts = false;
+      break;
     }
   }
-  return true;
+  if (shifts) return RankSymmetry::kShift;
+  if (!std::has_single_bit(unsigned(period)) || !std::has_single_bit(unsigned(periods))) {
+    return std::nullopt;
+  }
+  // Each bit above the period's, and all of them together.
+  for (int k = 1; k <= periods; k *= 2) {
+    const int offset = (k == periods ? periods - 1 : k) * period;
+    if (!periodMapsTo(request, firstPeriod, RankSymmetry::kXor, offset)) return std::nullopt;
+  }
+  return RankSymmetry::kXor;
+}
+
+std::optional<RankSymmetry> planSymmetry(const PlanRequest& request, int period) {
+  if (period <= 0 || request.nranks % period != 0) return std::nullopt;
+  std::vector<Plan> firstPeriod;
+  for (int r = 0; r < period; ++r) {
+    PlanRequest a = request;
+    a.rank = r;
+    Result<Plan> plan = buildPlan(a);
+    if (!plan.ok()) return std::nullopt;
+    firstPeriod.push_back(std::move(plan).value());
+  }
+  return planSymmetry(request, firstPeriod);
 }
 
 Result<Price> priceAllReduce(const ClusterShape& c, Algorithm algo, uint64_t bytes,
                              uint32_t chunkBytes, int nchannels, uint64_t stepBudget) {
   const int n = c.nranks();
   const PlanRequest q = requestFor(c, algo, bytes, chunkBytes, nchannels);
-  if (plansRepeat(q, c.ranksPerHost)) {
-    ASSIGN_OR_RETURN(double us, simulateRequest(c, q, true));
+  if (const std::optional<RankSymmetry> symmetry = planSymmetry(q, c.ranksPerHost)) {
+    ASSIGN_OR_RETURN(double us, simulateRequest(c, q, symmetry));
     return Price{us, PriceRoute::kPeriodic};
   }
   if (stepsOfRankZero(q) * uint64_t(n) <= stepBudget) {
-    ASSIGN_OR_RETURN(double us, simulateRequest(c, q, false));
+    ASSIGN_OR_RETURN(double us, simulateRequest(c, q, std::nullopt));
     return Price{us, PriceRoute::kFull};
   }
   // Fewer elements than a whole number per rank: round up to the next whole number.
@@ -193,8 +238,8 @@ Result<Price> priceAllReduce(const ClusterShape& c, Algorithm algo, uint64_t byt
   if (q.count % whole != 0 && q.count < whole * 64) {
     PlanRequest rounded = q;
     rounded.count = (q.count / whole + 1) * whole;
-    if (plansRepeat(rounded, c.ranksPerHost)) {
-      ASSIGN_OR_RETURN(double us, simulateRequest(c, rounded, true));
+    if (const std::optional<RankSymmetry> symmetry = planSymmetry(rounded, c.ranksPerHost)) {
+      ASSIGN_OR_RETURN(double us, simulateRequest(c, rounded, symmetry));
       return Price{us, PriceRoute::kRounded};
     }
   }

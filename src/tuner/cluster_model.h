@@ -5,8 +5,8 @@
 //
 // Simulating every rank of a ring at 16k ranks would hold 16k plans of 2(n-1) steps each (10^9
 // steps), so each price takes the cheapest exact route there is:
-//   periodic  - the plans repeat host by host (checked on sampled hosts): one host's plans are
-//               simulated for the whole machine (simulatePeriodicPlans);
+//   periodic  - the plans repeat host by host, shifted or XORed (checked on sampled hosts): one
+//               host's plans are simulated for the whole machine (simulatePeriodicPlans);
 //   full      - every rank's plan, when their steps fit the step budget;
 //   rounded   - a count rounded up to whole elements per rank, which makes the plans periodic
 //               (for latency-bound sizes below one element per rank the bytes change nothing);
@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "algorithms/plan.h"
 #include "base/status.h"
@@ -70,8 +72,12 @@ Result<Price> priceAllReduce(const ClusterShape& cluster, Algorithm algo, uint64
 double alphaBetaAllReduceUs(const ClusterShape& cluster, Algorithm algo, uint64_t bytes,
                             uint32_t chunkBytes, int nchannels);
 
-/// Whether the plans of `request` repeat with period `period` ranks, checked on the first period
-/// against the second, a middle and the last one: same steps and bytes, peers moved along.
-bool plansRepeat(const PlanRequest& request, int period);
+/// How the plans of `request` repeat with period `period` ranks, if they do: shifted (checked on
+/// the first period against the second, a middle and the last one) or XORed (against each bit
+/// above the period's and all of them together): same steps and bytes, peers mapped along.
+std::optional<RankSymmetry> planSymmetry(const PlanRequest& request, int period);
+/// planSymmetry with the plans of ranks 0..period-1 built already (period = their count).
+std::optional<RankSymmetry> planSymmetry(const PlanRequest& request,
+                                         const std::vector<Plan>& firstPeriod);
 
 }  // namespace braid

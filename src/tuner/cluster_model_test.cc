@@ -54,7 +54,8 @@ TEST(ClusterModel, OnePeriodPricesAsEveryRank) {
   for (Algorithm algo : {Algorithm::kRing, Algorithm::kHier}) {
     for (uint64_t count : {uint64_t{128}, uint64_t{64} << 10, uint64_t{1} << 20}) {
       const PlanRequest q = allReduce(c, algo, count);
-      ASSERT_TRUE(plansRepeat(q, c.ranksPerHost)) << algorithmName(algo) << " " << count;
+      ASSERT_EQ(planSymmetry(q, c.ranksPerHost), RankSymmetry::kShift)
+          << algorithmName(algo) << " " << count;
       Result<double> all = simulatePlans(plansOf(q, c.nranks()), machine);
       Result<double> period = simulatePeriodicPlans(plansOf(q, c.ranksPerHost), machine);
       ASSERT_TRUE(all.ok()) << all.status().message();
@@ -64,14 +65,38 @@ TEST(ClusterModel, OnePeriodPricesAsEveryRank) {
   }
 }
 
-// Halving-doubling pairs ranks by XOR, which moving by a host does not preserve; a count that
-// leaves some ranks' blocks empty is not periodic either.
+// Halving-doubling and recursive doubling pair ranks by XOR: one host's plans, their peers XORed
+// with a multiple of a host, price the whole machine as every rank's plans do, but for the order
+// in which the full simulation runs partners' tasks that fall at the same moment.
+TEST(ClusterModel, OnePeriodPricesXorPartnersAsEveryRank) {
+  const ClusterShape c = cluster(8);
+  const SimMachine machine = clusterMachine(c);
+  for (Algorithm algo : {Algorithm::kRhd, Algorithm::kRd, Algorithm::kHierRhd}) {
+    for (uint64_t count : {uint64_t{128}, uint64_t{64} << 10, uint64_t{1} << 20}) {
+      const PlanRequest q = allReduce(c, algo, count);
+      ASSERT_EQ(planSymmetry(q, c.ranksPerHost), RankSymmetry::kXor)
+          << algorithmName(algo) << " " << count;
+      Result<double> all = simulatePlans(plansOf(q, c.nranks()), machine);
+      Result<double> period =
+          simulatePeriodicPlans(plansOf(q, c.ranksPerHost), machine, RankSymmetry::kXor);
+      ASSERT_TRUE(all.ok()) << all.status().message();
+      ASSERT_TRUE(period.ok()) << period.status().message();
+      EXPECT_NEAR(*all, *period, 0.02 * *all) << algorithmName(algo) << " " << count;
+    }
+  }
+}
+
+// Plans that neither shift nor XOR host by host are told apart: a count that leaves some ranks'
+// blocks empty, and XOR partners over a host count that is no power of two.
 TEST(ClusterModel, PlansThatDoNotRepeatAreToldApart) {
   const ClusterShape c = cluster(8);
-  EXPECT_FALSE(plansRepeat(allReduce(c, Algorithm::kRhd, 1 << 16), c.ranksPerHost));
-  EXPECT_FALSE(plansRepeat(allReduce(c, Algorithm::kHierRhd, 1 << 16), c.ranksPerHost));
-  EXPECT_FALSE(plansRepeat(allReduce(c, Algorithm::kRing, 3), c.ranksPerHost));
-  EXPECT_TRUE(plansRepeat(allReduce(c, Algorithm::kRing, 128 * 5), c.ranksPerHost));
+  EXPECT_EQ(planSymmetry(allReduce(c, Algorithm::kRing, 3), c.ranksPerHost), std::nullopt);
+  EXPECT_EQ(planSymmetry(allReduce(c, Algorithm::kRing, 128 * 5), c.ranksPerHost),
+            RankSymmetry::kShift);
+  const ClusterShape six = cluster(6);
+  EXPECT_EQ(planSymmetry(allReduce(six, Algorithm::kRhd, 1 << 16), six.ranksPerHost), std::nullopt);
+  EXPECT_EQ(planSymmetry(allReduce(six, Algorithm::kRing, 48 << 10), six.ranksPerHost),
+            RankSymmetry::kShift);
 }
 
 // A rank's plan at 16k ranks is O(n) steps, built in well under a second, and the priced

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -91,7 +92,7 @@ class CostModel {
   /// where the plans repeat too, the first host's alone (periodic).
   struct CallPlans {
     std::vector<Plan> plans;
-    bool periodic = false;
+    std::optional<RankSymmetry> periodic;  ///< how the other hosts map onto the first's plans
   };
   Result<CallPlans> plansFor(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                              int nchannels) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <functional>
 #include <limits>
 #include <string>
@@ -141,6 +142,33 @@ struct LaneTasks {
   int count = 0;
 };
 
+// The earliest FIFO-ready time of each lane of a rank, in a binary tree of minima: a rank with
+// a lane per peer (all-to-all at hundreds of ranks) finds its next task in O(log lanes) rather
+// than scanning every lane at every event.
+class LaneMinima {
+ public:
+  void reset(size_t lanes) {
+    leaves_ = std::bit_ceil(std::max<size_t>(lanes, 1));
+    tree_.assign(2 * leaves_, kNever);
+  }
+  void set(size_t lane, double at) {
+    size_t i = leaves_ + lane;
+    tree_[i] = at;
+    for (i /= 2; i >= 1; i /= 2) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
+  }
+  double min() const { return tree_[1]; }
+  /// The first lane whose time is at most `at` (one exists: min() <= at).
+  size_t firstAtMost(double at) const {
+    size_t i = 1;
+    while (i < leaves_) i = tree_[2 * i] <= at ? 2 * i : 2 * i + 1;
+    return i - leaves_;
+  }
+
+ private:
+  size_t leaves_ = 1;
+  std::vector<double> tree_;  ///< tree_[1] the root; lane l at tree_[leaves_ + l]
+};
+
 struct RankState {
   std::vector<size_t> next;  ///< per lane
   std::vector<uint8_t> sendDone;
@@ -200,8 +228,9 @@ double bytesCost(const Step& s, const StepShape& shape, Part part, const ByteCos
 
 class Simulation {
  public:
-  Simulation(const std::vector<Plan>& plans, const SimMachine& m, bool periodic)
-      : plans_(plans), m_(m), periodic_(periodic) {}
+  Simulation(const std::vector<Plan>& plans, const SimMachine& m, bool periodic,
+             RankSymmetry symmetry = RankSymmetry::kShift)
+      : plans_(plans), m_(m), periodic_(periodic), symmetry_(symmetry) {}
 
   Result<double> run() {
     RETURN_IF_ERROR(setUp());
@@ -240,6 +269,11 @@ class Simulation {
     if (!fits) {
       return internalError("simulatePlans: " + std::to_string(plans_.size()) + " plans for " +
                            std::to_string(world()) + " ranks");
+    }
+    if (periodic_ && symmetry_ == RankSymmetry::kXor &&
+        !(std::has_single_bit(unsigned(n())) && std::has_single_bit(unsigned(world())))) {
+      return internalError("simulatePlans: XOR symmetry over " + std::to_string(world()) +
+                           " ranks in periods of " + std::to_string(n()));
     }
     if (m_.hostOf.size() != size_t(world())) {
       return internalError("simulatePlans: machine without a host for every rank");
@@ -290,6 +324,8 @@ class Simulation {
     stepFifos_.resize(plans_.size());
     laneTasks_.resize(plans_.size());
     laneDirty_.resize(plans_.size());
+    dirtyLanes_.resize(plans_.size());
+    laneMinima_.resize(plans_.size());
     for (int r = 0; r < n(); ++r) {
       const Plan& plan = plans_[r];
       RankState& rs = ranks_[r];
@@ -301,6 +337,9 @@ class Simulation {
       stepFifos_[r].resize(plan.lanes.size());
       laneTasks_[r].resize(plan.lanes.size());
       laneDirty_[r].assign(plan.lanes.size(), 1);
+      dirtyLanes_[r].resize(plan.lanes.size());
+      for (size_t l = 0; l < plan.lanes.size(); ++l) dirtyLanes_[r][l] = int32_t(l);
+      laneMinima_[r].reset(plan.lanes.size());
       for (size_t l = 0; l < plan.lanes.size(); ++l) {
         const Lane& lane = plan.lanes[l];
         std::vector<StepFifos>& fifos = stepFifos_[r][l];
@@ -374,10 +413,15 @@ class Simulation {
           "simulatePlans: step names peer " +
           std::to_string(from == to ? to : (from < 0 || from >= world() ? from : to)));
     }
-    // One period: the connector from a rank outside it is its image moved back into it.
-    const int shift = from - from % n();
-    from -= shift;
-    to = (to - shift + world()) % world();
+    // One period: the connector from a rank outside it is its image mapped back into it.
+    const int offset = from - from % n();
+    if (symmetry_ == RankSymmetry::kXor) {
+      from ^= offset;
+      to ^= offset;
+    } else {
+      from -= offset;
+      to = (to - offset + world()) % world();
+    }
     const uint64_t key =
         (uint64_t(from) * uint64_t(world()) + uint64_t(to)) * 4096u + uint64_t(channel);
     auto [it, fresh] = fifoIndex_.try_emplace(key, static_cast<int32_t>(fifos_.size()));
@@ -493,28 +537,39 @@ class Simulation {
   // Rank r's earliest task: its lanes' tasks (those whose lane changed costed anew), each no
   // earlier than the rank is free; the first in lane order, and within a lane in the order
   // laneTasks lists them, wins a tie.
+  // Finds rank r's next task: of the tasks that could start at once (their FIFOs ready by the
+  // time the rank is free) the first in lane order, else the one whose FIFOs are ready first.
   void refresh(int r) {
     RankState& rs = ranks_[r];
+    std::vector<LaneTasks>& lanes = laneTasks_[r];
+    LaneMinima& minima = laneMinima_[r];
+    for (int32_t dirty : dirtyLanes_[r]) {
+      const size_t l = size_t(dirty);
+      laneTasks(r, l, lanes[l]);
+      laneDirty_[r][l] = 0;
+      double earliest = kNever;
+      for (int i = 0; i < lanes[l].count; ++i) {
+        earliest = std::min(earliest, lanes[l].tasks[i].fifoReadyAt);
+      }
+      minima.set(l, earliest);
+    }
+    dirtyLanes_[r].clear();
     rs.readyAt = kNever;
     rs.readyLane = -1;
-    std::vector<LaneTasks>& lanes = laneTasks_[r];
-    for (size_t l = 0; l < lanes.size(); ++l) {
-      if (laneDirty_[r][l]) {
-        laneTasks(r, l, lanes[l]);
-        laneDirty_[r][l] = 0;
-      }
-      for (int i = 0; i < lanes[l].count; ++i) {
-        const LaneTask& task = lanes[l].tasks[i];
-        const double t = std::max(rs.freeAt, task.fifoReadyAt);
-        if (t < rs.readyAt) {
-          rs.readyAt = t;
-          rs.readyLane = static_cast<int>(l);
-          rs.readyPart = task.part;
-          rs.readyStep = task.step;
-        }
+    rs.dirty = false;
+    if (minima.min() == kNever) return;
+    const double at = std::max(rs.freeAt, minima.min());
+    const size_t l = minima.firstAtMost(at);
+    for (int i = 0; i < lanes[l].count; ++i) {
+      const LaneTask& task = lanes[l].tasks[i];
+      if (std::max(rs.freeAt, task.fifoReadyAt) == at) {
+        rs.readyAt = at;
+        rs.readyLane = static_cast<int>(l);
+        rs.readyPart = task.part;
+        rs.readyStep = task.step;
+        return;
       }
     }
-    rs.dirty = false;
   }
 
   // The tasks lane l of rank r could run next: an early send first, then its current step (or
@@ -656,11 +711,16 @@ class Simulation {
   // Lane l of rank r changed (kSharedFifo: some lane sharing a FIFO, so every lane may have).
   void touchLane(int r, int l) {
     if (l >= 0) {
-      laneDirty_[r][size_t(l)] = 1;
+      markLane(r, size_t(l));
     } else {
-      std::fill(laneDirty_[r].begin(), laneDirty_[r].end(), 1);
+      for (size_t each = 0; each < laneDirty_[r].size(); ++each) markLane(r, each);
     }
     touch(r);
+  }
+  void markLane(int r, size_t l) {
+    if (laneDirty_[r][l]) return;
+    laneDirty_[r][l] = 1;
+    dirtyLanes_[r].push_back(int32_t(l));
   }
 
   // The lane of `rank` that uses FIFO `fifo` (one side of it), noted in `laneOf`.
@@ -678,7 +738,8 @@ class Simulation {
 
   const std::vector<Plan>& plans_;
   const SimMachine& m_;
-  bool periodic_ = false;  ///< plans_ is one period of the machine's ranks
+  bool periodic_ = false;                         ///< plans_ is one period of the machine's ranks
+  RankSymmetry symmetry_ = RankSymmetry::kShift;  ///< how the other periods map onto it
   static constexpr int32_t kNoLane = -1;
   static constexpr int32_t kSharedFifo = -2;
 
@@ -692,6 +753,8 @@ class Simulation {
   std::vector<std::vector<std::vector<StepFifos>>> stepFifos_;
   std::vector<std::vector<LaneTasks>> laneTasks_;  ///< per rank and lane, valid unless dirty
   std::vector<std::vector<uint8_t>> laneDirty_;    ///< per rank and lane: changed since costed
+  std::vector<std::vector<int32_t>> dirtyLanes_;   ///< per rank: the lanes laneDirty_ marks
+  std::vector<LaneMinima> laneMinima_;             ///< per rank: its lanes' earliest tasks
   std::vector<int32_t> recvLaneOf_;                ///< per FIFO: its receiver's lane using it
   std::vector<int32_t> sendLaneOf_;                ///< per FIFO: its sender's lane using it
   std::vector<Fifo> fifos_;
@@ -706,8 +769,9 @@ Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& m
   return Simulation(plans, machine, false).run();
 }
 
-Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine) {
-  return Simulation(plans, machine, true).run();
+Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine,
+                                     RankSymmetry symmetry) {
+  return Simulation(plans, machine, true, symmetry).run();
 }
 
 uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine) {

@@ -89,15 +89,27 @@ struct SimMachine {
 /// plan of the same call. Fails when the plans cannot finish (a deadlock: a bug in the plans).
 Result<double> simulatePlans(const std::vector<Plan>& plans, const SimMachine& machine);
 
+/// How the ranks beyond the first P run the first P ranks' plans (simulatePeriodicPlans).
+enum class RankSymmetry : uint8_t {
+  /// Rank r + kP runs rank r's plan with every peer moved by kP (mod nranks): rings, trees
+  /// numbered host by host.
+  kShift,
+  /// Rank r ^ m (m a multiple of P; P and nranks powers of two) runs rank r's plan with every
+  /// peer XORed with m: recursive doubling and halving, whose partners differ in one bit.
+  kXor,
+};
+
 /// simulatePlans for a machine whose ranks repeat with period P = plans.size() (P divides
-/// machine.nranks): rank r + kP runs rank r's plan with every peer moved by kP (mod nranks) and
-/// the same bytes, and its host, links and wires are rank r's moved the same way. Then every
-/// rank r + kP does at the same moment what rank r does, so following ranks 0..P-1 alone - a
-/// slot rank r takes from rank q is the one rank q mod P sent to r - (q - q mod P) - gives the
-/// whole machine's time with P plans in memory instead of nranks. A ring over hosts of P ranks
-/// at 16k ranks is priced from 8 plans this way. machine.hostOf covers every rank; the caller
-/// vouches for the symmetry (cluster_model.h checks it on samples).
-Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine);
+/// machine.nranks): every rank outside the first P runs the plan of one inside, its peers mapped
+/// by `symmetry` with the same bytes, and its host, links and wires are that rank's mapped the
+/// same way. Then every image of rank r does at the same moment what rank r does, so following
+/// ranks 0..P-1 alone - a slot rank r takes from rank q is the one q's image in 0..P-1 sent to
+/// r's image under the same map - gives the whole machine's time with P plans in memory instead
+/// of nranks. A ring over hosts of P ranks at 16k ranks is priced from 8 plans this way.
+/// machine.hostOf covers every rank; the caller vouches for the symmetry (cluster_model.h checks
+/// it on samples).
+Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine,
+                                     RankSymmetry symmetry = RankSymmetry::kShift);
 
 /// Messages in flight per connector within a host when SimMachine::shmBudgetBytes is set (the
 /// shared-memory FIFO's lines).

@@ -267,30 +267,41 @@ void Tuner::costCells(const CostModel& model, int rank, int nranks, Grid& grid) 
 }
 
 Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
-  // Every cell of the grid, 16 little-endian bytes each (time, chunk, channels), per rank.
+  // Each rank sends the cells it owns, 16 little-endian bytes each (time, chunk, channels), in
+  // grid order, padded to the most cells any rank owns: what a rank receives stays the size of
+  // one grid however many ranks split it.
   constexpr size_t kCellBytes = 16;
-  constexpr size_t kGridBytes = size_t(kModelled) * kGridSizes * kNumAlgorithms * kCellBytes;
-  auto at = [](uint8_t* segment, Collective coll, int k, Algorithm algo) {
-    return segment +
-           ((size_t(coll) * kGridSizes + size_t(k)) * kNumAlgorithms + size_t(algo)) * kCellBytes;
-  };
-  std::vector<uint8_t> all(kGridBytes * size_t(share.nranks));
-  uint8_t* mine = all.data() + kGridBytes * size_t(share.rank);
-  forEachPair([&](Collective coll, Algorithm algo, int) {
-    for (int k = 0; k < kGridSizes; ++k) {
-      const Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
-      uint8_t* out = at(mine, coll, k, algo);
-      putLe64(out, std::bit_cast<uint64_t>(cell.us));
-      putLe32(out + 8, cell.chunkBytes);
-      putLe32(out + 12, static_cast<uint32_t>(cell.nchannels));
-    }
+  const size_t nranks = size_t(share.nranks);
+  std::vector<size_t> owned(nranks, 0);
+  forEachPair([&](Collective, Algorithm, int pair) {
+    for (int k = 0; k < kGridSizes; ++k) ++owned[size_t(cellOwner(pair, k, share.nranks))];
   });
-  RETURN_IF_ERROR(share.allGather(all.data(), kGridBytes));
+  const size_t segmentBytes =
+      kCellBytes * std::max<size_t>(1, *std::max_element(owned.begin(), owned.end()));
+  std::vector<uint8_t> all(segmentBytes * nranks);
+  std::fill(owned.begin(), owned.end(), 0);
+  // The place of a cell in its owner's segment; owned[] counts as cells are placed.
+  auto slot = [&](int owner) {
+    return all.data() + segmentBytes * size_t(owner) + kCellBytes * owned[size_t(owner)]++;
+  };
   forEachPair([&](Collective coll, Algorithm algo, int pair) {
     for (int k = 0; k < kGridSizes; ++k) {
       const int owner = cellOwner(pair, k, share.nranks);
+      uint8_t* at = slot(owner);
+      if (owner != share.rank) continue;
+      const Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
+      putLe64(at, std::bit_cast<uint64_t>(cell.us));
+      putLe32(at + 8, cell.chunkBytes);
+      putLe32(at + 12, static_cast<uint32_t>(cell.nchannels));
+    }
+  });
+  RETURN_IF_ERROR(share.allGather(all.data(), segmentBytes));
+  std::fill(owned.begin(), owned.end(), 0);
+  forEachPair([&](Collective coll, Algorithm algo, int pair) {
+    for (int k = 0; k < kGridSizes; ++k) {
+      const int owner = cellOwner(pair, k, share.nranks);
+      const uint8_t* in = slot(owner);
       if (owner == share.rank) continue;
-      const uint8_t* in = at(all.data() + kGridBytes * size_t(owner), coll, k, algo);
       grid[static_cast<int>(coll)][k][static_cast<int>(algo)] = Cell{
           std::bit_cast<double>(getLe64(in)), getLe32(in + 8), static_cast<int>(getLe32(in + 12))};
     }

@@ -408,30 +408,57 @@ TEST(Tuner, CellOwnersAreRanksAndAPairsLongSizesShareOne) {
   }
 }
 
+// Split between a few ranks, or between more ranks than the grid has cells (most own none).
 TEST(Tuner, RanksThatSplitTheGridBuildTheOneARankBuildsAlone) {
   Tuner::forgetGrids();
   const Tuner alone = tuner(options());
+  for (int sharers : {kRanks, 300}) {
+    Tuner::forgetGrids();
+    ThreadGather gather(sharers);
+    std::vector<Tuner> split(static_cast<size_t>(sharers));
+    std::vector<std::string> errors(static_cast<size_t>(sharers));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < sharers; ++r) {
+      threads.emplace_back([&, r] {
+        Result<Tuner> t = Tuner::create(options(), model(), nullptr, gather.share(r));
+        if (t.ok()) {
+          split[size_t(r)] = std::move(t).value();
+        } else {
+          errors[size_t(r)] = t.status().message();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < sharers; ++r) {
+      ASSERT_EQ(errors[size_t(r)], "") << sharers << " sharers, rank " << r;
+      EXPECT_EQ(split[size_t(r)].digest(), alone.digest()) << sharers << " sharers, rank " << r;
+      EXPECT_EQ(split[size_t(r)].formatTable(), alone.formatTable()) << "rank " << r;
+    }
+  }
   Tuner::forgetGrids();
-  ThreadGather gather(kRanks);
-  std::vector<Tuner> split(kRanks);
-  std::vector<std::string> errors(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      Result<Tuner> t = Tuner::create(options(), model(), nullptr, gather.share(r));
-      if (t.ok()) {
-        split[size_t(r)] = std::move(t).value();
-      } else {
-        errors[size_t(r)] = t.status().message();
-      }
-    });
+}
+
+// A rank sends the cells it owns, not a whole grid: at thousands of ranks what each receives
+// stays near one grid's size instead of thousands of grids.
+TEST(Tuner, ARankSendsOnlyTheCellsItOwns) {
+  constexpr size_t kWholeGridBytes = 6 * 33 * 8 * 16;  // collectives x sizes x algorithms x cell
+  for (int sharers : {2, 64, 1024}) {
+    Tuner::forgetGrids();
+    size_t sent = 0;
+    GridShare share;
+    share.rank = sharers - 1;
+    share.nranks = sharers;
+    share.allGather = [&](uint8_t*, size_t bytesPerRank) {
+      sent = bytesPerRank;
+      return okStatus();
+    };
+    ASSERT_TRUE(Tuner::create(options(), model(), nullptr, share).ok());
+    EXPECT_GT(sent, 0u);
+    EXPECT_EQ(sent % 16, 0u);
+    // The busiest rank's cells: its share of the sizes, and a pair's long sizes.
+    EXPECT_LE(sent, kWholeGridBytes / size_t(sharers) + 16 * 16) << sharers << " sharers";
   }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
-    EXPECT_EQ(split[size_t(r)].digest(), alone.digest()) << "rank " << r;
-    EXPECT_EQ(split[size_t(r)].formatTable(), alone.formatTable()) << "rank " << r;
-  }
+  Tuner::forgetGrids();
 }
 
 TEST(Tuner, ARankCostsOnlyItsCellsAndTakesTheOthersAsSent) {
