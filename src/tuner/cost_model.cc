@@ -441,11 +441,31 @@ uint64_t CostModel::machineFootprint(const CallPlans& plans) const {
   return plans.periodic ? one * uint64_t(machine_.nranks / period_) : one;
 }
 
+Result<std::shared_ptr<const CostModel::CallPlans>> CostModel::recentPlansFor(
+    Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes, int nchannels) const {
+  constexpr size_t kRecentPlans = 2;
+  const auto key = std::make_tuple(coll, algo, bytes, chunkBytes, nchannels);
+  {
+    std::lock_guard<std::mutex> lock(memo_->mutex);
+    for (const auto& [recent, plans] : memo_->recentPlans) {
+      if (recent == key) return plans;
+    }
+  }
+  ASSIGN_OR_RETURN(CallPlans built, plansFor(coll, algo, bytes, chunkBytes, nchannels));
+  auto plans = std::make_shared<const CallPlans>(std::move(built));
+  std::lock_guard<std::mutex> lock(memo_->mutex);
+  auto& recent = memo_->recentPlans;
+  recent.insert(recent.begin(), {key, plans});
+  if (recent.size() > kRecentPlans) recent.pop_back();
+  return plans;
+}
+
 Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t bytes,
                                    uint32_t chunkBytes, int nchannels,
                                    const SimMachine& machine) const {
-  ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
-  return run(plans, machine);
+  ASSIGN_OR_RETURN(std::shared_ptr<const CallPlans> plans,
+                   recentPlansFor(coll, algo, bytes, chunkBytes, nchannels));
+  return run(*plans, machine);
 }
 
 Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t bytes,
@@ -501,8 +521,9 @@ Result<uint64_t> CostModel::longSlotFootprint(Collective coll, Algorithm algo, u
     if (auto it = memo_->slots.find(key); it != memo_->slots.end()) return it->second;
   }
   // Past two spans every connector has cycled through all of its slots.
-  ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, 2 * span, chunkBytes, nchannels));
-  const uint64_t bytes = machineFootprint(plans);
+  ASSIGN_OR_RETURN(std::shared_ptr<const CallPlans> plans,
+                   recentPlansFor(coll, algo, 2 * span, chunkBytes, nchannels));
+  const uint64_t bytes = machineFootprint(*plans);
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->slots.emplace(key, bytes);
   return bytes;

@@ -96,6 +96,11 @@ class CostModel {
   };
   Result<CallPlans> plansFor(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                              int nchannels) const;
+  /// plansFor, shared with the last few callers that asked for the same call: a long message's
+  /// spans are simulated once per cache tier, and their plans need building once.
+  Result<std::shared_ptr<const CallPlans>> recentPlansFor(Collective coll, Algorithm algo,
+                                                          uint64_t bytes, uint32_t chunkBytes,
+                                                          int nchannels) const;
   /// simulatePlans, or simulatePeriodicPlans for periodic plans.
   static Result<double> run(const CallPlans& plans, const SimMachine& machine);
   /// slotFootprint of the whole machine.
@@ -133,6 +138,11 @@ class CostModel {
     std::mutex mutex;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, int>, double> times;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>, uint64_t> slots;
+    /// The plans built last, newest first: a long message's two spans (a few at most, for they
+    /// can be large).
+    std::vector<std::pair<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>,
+                          std::shared_ptr<const CallPlans>>>
+        recentPlans;
   };
 
   ModelConstants constants_;
