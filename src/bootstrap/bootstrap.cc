@@ -108,7 +108,7 @@ void Bootstrap::Impl::wakeService() {
 }
 
 Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline& deadline) {
-  peers_ = std::move(peers);
+  setPeers(std::move(peers));
   if (nranks_ == 1) return okStatus();
   const int next = (rank_ + 1) % nranks_;
   const int prev = (rank_ + nranks_ - 1) % nranks_;
@@ -180,7 +180,7 @@ Result<Socket> Bootstrap::Impl::connectPeer(int peer, Purpose purpose, const Dea
                        where.toString() + " any more)");
   }
   Socket s = std::move(connected.value());
-  s.setPeerTimeout(wait_.peerTimeoutSeconds);
+  if (purpose != Purpose::kGather) s.setPeerTimeout(wait_.peerTimeoutSeconds);
   Status status = authenticateAsClient(s, secret_, deadline, what);
   const std::vector<uint8_t> identify =
       encodeIdentify({static_cast<uint32_t>(purpose), rank_, nranks_});
@@ -230,7 +230,7 @@ std::optional<Status> Bootstrap::Impl::nextPartingWords() {
 
 Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uint32_t> tag,
                                              const Deadline& deadline, const std::string& what,
-                                             bool watchNext) {
+                                             bool watchNext, bool watchRing) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     auto it = channel.frames.begin();
@@ -251,6 +251,10 @@ Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uin
       return Status(channel.upstream->code(), what + ": " + channel.upstream->message());
     }
     if (channel.closed) return remoteError(what + ": " + channel.reason);
+    // Only a failure the previous rank reports: it may close the ring having finished.
+    if (watchRing && ringIn_.closed && ringIn_.upstream) {
+      return Status(ringIn_.upstream->code(), what + ": " + ringIn_.upstream->message());
+    }
     RETURN_IF_ERROR(deadline.check(what));
     if (watchNext) {
       // A failure may come round the other way: the next rank tells us before it leaves.
@@ -261,6 +265,20 @@ Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uin
       if (!channel.frames.empty() || channel.closed) continue;
     }
     cv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs()));
+  }
+}
+
+std::optional<Status> Bootstrap::Impl::ringCause(const Deadline& deadline) {
+  const Deadline shortly = Deadline::after(kShortWaitSeconds);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (ringIn_.closed && ringIn_.upstream) return ringIn_.upstream;
+    if (ringCause_) return ringCause_;
+    if (shortly.expired() || !deadline.check("").ok()) return std::nullopt;
+    lock.unlock();
+    if (std::optional<Status> words = nextPartingWords()) return words;
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(shortly.pollMs()));
   }
 }
 
@@ -342,6 +360,11 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, do
   if (bytesPerRank > 0 && data == nullptr) return invalidArgument("allGather: null buffer");
   auto* bytes = static_cast<uint8_t*>(data);
   const Deadline deadline = opDeadline(graceSeconds);
+  if (everyAddress_ && nranks_ > kRingCollectiveMaxRanks &&
+      bytesPerRank * size_t(nranks_) <= kMaxFrameBytes) {
+    Status s = disseminate(bytes, bytesPerRank, op, deadline);
+    return s.ok() ? s : breakRing(s);
+  }
   // Step s forwards the block that came from rank - s: after nranks-1 steps each rank has all.
   for (int step = 0; step < nranks_ - 1; ++step) {
     const size_t sendBlock = static_cast<size_t>((rank_ - step + nranks_) % nranks_);
@@ -350,6 +373,87 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, do
                         bytes == nullptr ? nullptr : bytes + recvBlock * bytesPerRank, bytesPerRank,
                         op, deadline);
     if (!s.ok()) return breakRing(s);
+  }
+  return okStatus();
+}
+
+Result<Channel::Frame> Bootstrap::Impl::takeRound(int from, uint32_t tag, const Deadline& deadline,
+                                                  const std::string& what) {
+  Channel* gather = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gather = &gatherIn_[from];
+  }
+  Channel& channel = *gather;
+  for (;;) {
+    const Deadline slice = Deadline::after(kProbeEverySeconds, wait_.abort);
+    Result<Channel::Frame> frame =
+        take(channel, tag, slice, what, /*watchNext=*/true, /*watchRing=*/true);
+    // Only the slice running out means "keep waiting".
+    if (frame.ok() || !slice.expired() || slice.aborted()) return frame;
+    RETURN_IF_ERROR(deadline.check(what));
+    // A rank connects before it sends, and sends this round before it can finish: one that never
+    // connected and whose listener is gone exited without sending.
+    bool opened = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      opened = channel.open;
+    }
+    if (!opened) RETURN_IF_ERROR(probePeer(from, what));
+  }
+}
+
+Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp op,
+                                    const Deadline& deadline) {
+  const uint32_t seq = static_cast<uint32_t>(ringSeq_++);
+  const std::string what = rankText(rank_) + ": " + opName(op);
+  faultPoint("ring:step", listenAddress_);
+  // Block i of `held` is rank (rank + i)'s: a round sends the first blocks held and appends what
+  // comes back.
+  std::vector<uint8_t> held(bytesPerRank * size_t(nranks_));
+  if (bytesPerRank > 0) {
+    std::memcpy(held.data(), data + bytesPerRank * size_t(rank_), bytesPerRank);
+  }
+  int have = 1;
+  for (int round = 0, distance = 1; have < nranks_; ++round, distance *= 2) {
+    const int count = std::min(distance, nranks_ - have);
+    const int to = (rank_ - distance + nranks_) % nranks_;
+    const int from = (rank_ + distance) % nranks_;
+    const uint32_t tag = kDisseminationTag | ((seq & 0xffu) << 8) | uint32_t(round);
+    const size_t bytes = bytesPerRank * size_t(count);
+    const std::string step = what + " round " + std::to_string(round);
+    // A peer that closed its connection may have failed over another rank's loss: what the ring
+    // brings soon after names that rank instead.
+    auto causeOf = [&](Status failed) {
+      if (failed.code() != braidRemoteError) return failed;
+      std::optional<Status> cause = ringCause(deadline);
+      return cause ? Status(cause->code(), step + ": " + cause->message()) : failed;
+    };
+    if (Status sent = sendFrame(Purpose::kGather, to, static_cast<uint16_t>(op), tag, held.data(),
+                                bytes, deadline, step + ": send to " + rankText(to));
+        !sent.ok()) {
+      return causeOf(sent);
+    }
+    Result<Channel::Frame> taken =
+        takeRound(from, tag, deadline, step + ": receive from " + rankText(from));
+    if (!taken.ok()) return causeOf(taken.status());
+    const Channel::Frame& frame = taken.value();
+    if (frame.flags != static_cast<uint16_t>(op)) {
+      return invalidUsage(step + ": " + rankText(from) + " is in " +
+                          opName(static_cast<RingOp>(frame.flags)) + ", this rank in " +
+                          opName(op) + " (ranks called different bootstrap collectives)");
+    }
+    if (frame.data.size() != bytes) {
+      return invalidUsage(step + ": " + rankText(from) + " sent " +
+                          std::to_string(frame.data.size()) + " bytes, this rank expects " +
+                          std::to_string(bytes) + " (ranks gave different block sizes)");
+    }
+    if (bytes > 0) std::memcpy(held.data() + bytesPerRank * size_t(have), frame.data.data(), bytes);
+    have += count;
+  }
+  for (int i = 1; i < nranks_ && bytesPerRank > 0; ++i) {
+    std::memcpy(data + bytesPerRank * size_t((rank_ + i) % nranks_),
+                held.data() + bytesPerRank * size_t(i), bytesPerRank);
   }
   return okStatus();
 }
@@ -379,22 +483,30 @@ Status Bootstrap::Impl::send(int peer, uint32_t tag, const void* data, size_t by
     cv_.notify_all();
     return okStatus();
   }
-  if (p2pBroken_[p]) return *p2pBroken_[p];
-  const Deadline deadline = opDeadline();
-  if (!p2pOut_[p].valid()) {
-    Result<Socket> s = connectPeer(peer, Purpose::kP2p, deadline, what);
+  return sendFrame(Purpose::kP2p, peer, 0, tag, data, bytes, opDeadline(), what);
+}
+
+Status Bootstrap::Impl::sendFrame(Purpose purpose, int peer, uint16_t flags, uint32_t tag,
+                                  const void* data, size_t bytes, const Deadline& deadline,
+                                  const std::string& what) {
+  const bool gather = purpose == Purpose::kGather;
+  Socket& out = gather ? gatherOut_[peer] : p2pOut_[size_t(peer)];
+  std::optional<Status>& broken = gather ? gatherBroken_[peer] : p2pBroken_[size_t(peer)];
+  if (broken) return *broken;
+  if (!out.valid()) {
+    Result<Socket> s = connectPeer(peer, purpose, deadline, what);
     // A timeout or abort while connecting leaves nothing half-sent: a later send may try again.
     if (!s.ok()) return s.status();
-    p2pOut_[p] = std::move(s.value());
+    out = std::move(s.value());
   }
   Status status =
-      peerHungUp(p2pOut_[p])
+      peerHungUp(out)
           ? remoteError(what + ": " + rankText(peer) + " closed the connection")
-          : writeFrame(p2pOut_[p], FrameType::kMessage, 0, tag, data, bytes, deadline, what);
+          : writeFrame(out, FrameType::kMessage, flags, tag, data, bytes, deadline, what);
   if (!status.ok()) {
     // The stream may end mid-frame: it cannot carry another message.
-    p2pBroken_[p] = status;
-    p2pOut_[p].close();
+    broken = status;
+    out.close();
   }
   return status;
 }

@@ -6,9 +6,11 @@
 // connects to the root, proves it holds the secret (HMAC-SHA256 challenge-response in both
 // directions, the secret never crosses the wire) and sends its rank and listener address. Once all
 // nranks have arrived, the root sends every rank its ring neighbours' addresses (O(n) work for the
-// root) and leaves. Ranks then connect in a ring (rank r to r+1) for allGather and barrier,
-// all-gather every rank's address around it, and open point-to-point connections to any peer's
-// listener on demand for send/recv. Every connection is authenticated the same way; one that
+// root) and leaves. Ranks then connect in a ring (rank r to r+1), all-gather every rank's address
+// around it, and open point-to-point connections to any peer's listener on demand for send/recv.
+// Once every address is known, allGather and barrier over more than 8 ranks run in log2 n rounds
+// of point-to-point messages (rank r to r - 2^k) rather than n-1 steps round the ring; the ring
+// still carries failures to every rank. Every connection is authenticated the same way; one that
 // fails, stalls or sends a malformed or oversized frame is dropped without disturbing the others.
 // Every wait honours the deadline and the abort flag.
 //
@@ -89,15 +91,18 @@ class Bootstrap {
   Result<Secret> deriveKey(std::string_view label) const;
 
   /// data holds nranks blocks of bytesPerRank; this rank's block is filled, the rest is received.
-  /// Runs nranks-1 steps around the ring. After a failure the ring is torn down (so the failure
-  /// reaches every rank quickly) and later ring operations return the same error. graceSeconds
+  /// Runs nranks-1 steps around the ring, or over more than 8 ranks (once every listener is
+  /// known) ceil(log2 nranks) rounds of point-to-point messages. After a failure the ring is torn
+  /// down (so the failure reaches every rank quickly) and later collectives return the same
+  /// error; a rank still finishing the collective before may learn of it there. graceSeconds
   /// lengthens the wait beyond the timeout, for a block a rank is known to take long to fill.
   Status allGather(void* data, size_t bytesPerRank, double graceSeconds = 0);
   /// Returns once every rank has entered the barrier.
   Status barrier();
   /// Point-to-point messages; a (peer, tag) pair is delivered in order. Sizes must match exactly.
   /// send returns once the message is handed to the kernel; messages for tags nobody has asked
-  /// for yet are kept until recv asks. peer may be this rank.
+  /// for yet are kept until recv asks. peer may be this rank. Tags 0x42470000-0x4247ffff are
+  /// the collectives' own.
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, void* data, size_t bytes);
 

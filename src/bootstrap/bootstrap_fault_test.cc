@@ -484,6 +484,57 @@ TEST(BootstrapFault, SizeMismatchNamesBothSizes) {
   for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
 }
 
+// Beyond 8 ranks the collectives disseminate over point-to-point connections; the ring still
+// carries a failure to every rank.
+TEST(BootstrapFault, DisseminationFailsEveryRankNamingTheOneThatLeft) {
+  constexpr int kRanks = 12;
+  for (int gone : {0, 5, 11}) {
+    std::vector<Status> out =
+        runOwned(kRanks, [gone](int r, std::unique_ptr<Bootstrap> b) -> Status {
+          RETURN_IF_ERROR(b->barrier());
+          if (r == gone) return okStatus();  // destroyed on return
+          int v[kRanks] = {};
+          v[r] = r;
+          const Status s = b->allGather(v, sizeof(int));
+          EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
+          EXPECT_NE(s.message().find("rank " + std::to_string(gone) + " closed"), std::string::npos)
+              << "rank " << r << ": " << s.message();
+          EXPECT_EQ(b->barrier().code(), s.code()) << "rank " << r;
+          return okStatus();
+        });
+    for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+  }
+}
+
+// A rank that fails the collective after a barrier may do so while slower ranks still finish
+// the barrier: the ring then tells them in it, which is where their first error shows.
+TEST(BootstrapFault, DisseminationTellsRanksInDifferentCollectivesApart) {
+  constexpr int kRanks = 10;
+  std::vector<Status> out = runOwned(kRanks, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
+    uint8_t buf[8 * kRanks] = {};
+    // Rank 3 gives another block size; every rank fails, none waits for its timeout.
+    Status s = b->barrier();
+    if (s.ok()) s = b->allGather(buf, r == 3 ? 4 : 8);
+    EXPECT_EQ(s.code(), braidInvalidUsage) << "rank " << r << ": " << s.message();
+    EXPECT_NE(s.message().find("ranks gave different block sizes"), std::string::npos)
+        << "rank " << r << ": " << s.message();
+    return okStatus();
+  });
+  for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+
+  out = runOwned(kRanks, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
+    uint8_t buf[kRanks] = {};
+    // Rank 6 enters a barrier while the others all-gather.
+    Status s = b->barrier();
+    if (s.ok()) s = r == 6 ? b->barrier() : b->allGather(buf, 1);
+    EXPECT_EQ(s.code(), braidInvalidUsage) << "rank " << r << ": " << s.message();
+    EXPECT_NE(s.message().find("ranks called different bootstrap collectives"), std::string::npos)
+        << "rank " << r << ": " << s.message();
+    return okStatus();
+  });
+  for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+}
+
 // Open descriptors as (number, what they point at), so that a descriptor closed and reused for
 // something else counts as new.
 std::set<std::pair<int, std::string>> openFds() {

@@ -8,10 +8,12 @@
 // kAbortPollMs to look at the deadline and the abort flag.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,11 +28,24 @@
 
 namespace braid {
 
-/// Why a rank connects to another rank's listener (the identify frame says it).
-enum class Purpose : uint32_t { kRing = 1, kP2p = 2 };
+/// Why a rank connects to another rank's listener (the identify frame says it). Dissemination
+/// rounds have connections of their own, without the keepalive of the others: the ring already
+/// watches for silent hosts, and a few thousand idle probed connections more are only more for
+/// an overloaded host to drop.
+enum class Purpose : uint32_t { kRing = 1, kP2p = 2, kGather = 3 };
 
 /// Ring frames carry the operation in their flags, so ranks in different collectives notice.
 enum class RingOp : uint16_t { kAllGather = 1, kBarrier = 2 };
+
+/// Up to this many ranks the collectives go round the ring (n-1 steps); beyond it they
+/// disseminate in ceil(log2 n) rounds over point-to-point connections, once every rank's listener
+/// is known.
+constexpr int kRingCollectiveMaxRanks = 8;
+/// The tags of dissemination frames ("BG", then the collective's number and the round), apart
+/// from any a caller of send and recv uses.
+constexpr uint32_t kDisseminationTag = 0x42470000;
+/// How often a wait for a peer that may have exited looks at its listener.
+constexpr double kProbeEverySeconds = 0.5;
 
 /// Frames from one peer (of one purpose) that nobody has taken yet.
 struct Channel {
@@ -68,7 +83,11 @@ class Bootstrap::Impl {
   /// rank+1, from rank-1).
   Status connect(std::vector<SocketAddress> peers, const Deadline& deadline);
   /// Every rank's listener, once the ring has gathered them (before any other use).
-  void setPeers(std::vector<SocketAddress> peers) { peers_ = std::move(peers); }
+  void setPeers(std::vector<SocketAddress> peers) {
+    peers_ = std::move(peers);
+    everyAddress_ = std::all_of(peers_.begin(), peers_.end(),
+                                [](const SocketAddress& a) { return a.port() != 0; });
+  }
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -95,9 +114,10 @@ class Bootstrap::Impl {
                              const std::string& what);
   /// Waits for a frame on `channel` (the first with `tag`, or any when tag is empty).
   /// watchNext: also end the wait when the next rank of the ring reports a failure.
+  /// watchRing: also end it when the previous rank of the ring hangs up or reports a failure.
   Result<Channel::Frame> take(Channel& channel, std::optional<uint32_t> tag,
                               const Deadline& deadline, const std::string& what,
-                              bool watchNext = false);
+                              bool watchNext = false, bool watchRing = false);
   /// Once the connection to the next rank turned readable (it closed, or sent an error frame
   /// before leaving): what it said, if anything. Marks the connection unusable either way.
   std::optional<Status> nextPartingWords();
@@ -105,6 +125,22 @@ class Bootstrap::Impl {
   Status nextGone(const std::string& what);
   Status ringStep(const void* sendData, void* recvData, size_t bytes, RingOp op,
                   const Deadline& deadline);
+  /// allGather (or, with no bytes, barrier) in ceil(log2 n) rounds over point-to-point
+  /// connections: in round k each rank sends what it holds to rank - 2^k and receives as much
+  /// from rank + 2^k. Every wait also ends when the ring reports a failure, which breakRing then
+  /// passes on as the ring collectives do.
+  Status disseminate(uint8_t* data, size_t bytesPerRank, RingOp op, const Deadline& deadline);
+  /// A round's frame from `from` (take, watching the ring), looking every kProbeEverySeconds
+  /// whether a peer that has not connected yet still exists.
+  Result<Channel::Frame> takeRound(int from, uint32_t tag, const Deadline& deadline,
+                                   const std::string& what);
+  /// The failure the ring reports within a short wait (the previous rank's last word or hang-up,
+  /// or the next rank's last word), if any.
+  std::optional<Status> ringCause(const Deadline& deadline);
+  /// Writes one frame to `peer` over this rank's connection of `purpose` (kP2p or kGather) to it,
+  /// made on first use.
+  Status sendFrame(Purpose purpose, int peer, uint16_t flags, uint32_t tag, const void* data,
+                   size_t bytes, const Deadline& deadline, const std::string& what);
   /// Tears the ring down after a failure so that the neighbours fail quickly too: the next rank
   /// is told why (the first failure seen on the ring travels on unchanged), then both ring
   /// connections are shut.
@@ -136,6 +172,7 @@ class Bootstrap::Impl {
   Socket listener_;
   const SocketAddress listenAddress_;
   std::vector<SocketAddress> peers_;
+  bool everyAddress_ = false;  ///< peers_ holds every rank's listener, not only the neighbours'
 
   // Caller's thread only.
   Socket ringNext_;
@@ -145,6 +182,8 @@ class Bootstrap::Impl {
   std::optional<Status> ringCause_;  ///< the failure the next rank reported, if any
   std::vector<Socket> p2pOut_;
   std::vector<std::optional<Status>> p2pBroken_;
+  std::map<int, Socket> gatherOut_;  ///< dissemination: log2 n peers, not n
+  std::map<int, std::optional<Status>> gatherBroken_;
   uint64_t splitCount_ = 0;
   uint64_t shrinkCount_ = 0;
 
@@ -153,7 +192,8 @@ class Bootstrap::Impl {
   std::condition_variable cv_;
   Channel ringIn_;
   std::vector<Channel> p2pIn_;
-  int ringInFd_ = -1;  ///< the accepted ring socket, for breakRing's shutdown
+  std::map<int, Channel> gatherIn_;  ///< dissemination, by peer (references stay valid)
+  int ringInFd_ = -1;                ///< the accepted ring socket, for breakRing's shutdown
   /// Set by breakRing: the previous rank, if it connects the ring only now, is told this
   /// instead of being accepted (so it learns the cause, not just that this rank left).
   std::optional<Status> farewell_;

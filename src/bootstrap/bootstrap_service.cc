@@ -159,6 +159,16 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
       } else {
         channel = &ringIn_;
       }
+    } else if (purpose == static_cast<uint32_t>(Purpose::kGather)) {
+      if (from < 0 || from >= nranks_ || from == rank_) {
+        problem =
+            invalidUsage("dissemination connection claims to be from rank " + std::to_string(from));
+      } else if (gatherIn_[from].open) {
+        problem = invalidUsage("rank " + std::to_string(from) +
+                               " opened a second dissemination connection");
+      } else {
+        channel = &gatherIn_[from];
+      }
     } else if (purpose == static_cast<uint32_t>(Purpose::kP2p)) {
       if (from < 0 || from >= nranks_ || from == rank_) {
         problem = invalidUsage("point-to-point connection claims to be from rank " +
@@ -196,7 +206,9 @@ void Bootstrap::Impl::admit(Admission& admission, std::vector<Incoming>& incomin
     return;
   }
   cv_.notify_all();
-  conn.socket().setPeerTimeout(wait_.peerTimeoutSeconds);
+  if (purpose != static_cast<uint32_t>(Purpose::kGather)) {
+    conn.socket().setPeerTimeout(wait_.peerTimeoutSeconds);
+  }
   conn.queueFrame(FrameType::kAccept, 0, 0, nullptr, 0);
   (void)conn.flush();
   incoming.push_back(

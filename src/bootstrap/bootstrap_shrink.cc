@@ -25,7 +25,6 @@ namespace {
 // earlier, failed shrink never pass for this one's.
 constexpr uint32_t kShrinkJoinTag = 0x53480000;   // "SH", then the shrink's number
 constexpr uint32_t kShrinkTableTag = 0x53540000;  // "ST", then the shrink's number
-constexpr double kProbeEverySeconds = 0.5;
 
 // The join message: digest of the excluded set, then the sender's new listener.
 constexpr size_t kJoinBytes = 8 + SocketAddress::kWireBytes;

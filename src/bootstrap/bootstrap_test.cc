@@ -132,7 +132,8 @@ TEST_P(Rendezvous, AllGatherBarrierSendRecv) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 8));
+// Up to 8 ranks the collectives go round the ring; 9 and up disseminate in log2 n rounds.
+INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 8, 9, 13, 16));
 
 TEST(Bootstrap, LateRanksStillJoin) {
   const braidUniqueId id = newRoot();
