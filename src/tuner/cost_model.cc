@@ -425,7 +425,7 @@ Result<CostModel::CallPlans> CostModel::plansFor(Collective coll, Algorithm algo
   }
   // Partners by XOR are priced from one host's plans only where every rank's would cost much.
   // The two differ by how the simulation orders ranks whose tasks fall at the same moment: on
-  // 64 ranks in hosts of 8 by at most 3.7% (docs/scale.md#the-tuners-share-of-init).
+  // 64 ranks in hosts of 8 by at most 3.7% (docs/scale.md#xor-partners-priced-from-one-host).
   if (out.periodic == RankSymmetry::kXor && n < kXorPricedFromRanks) out.periodic.reset();
   if (!out.periodic) RETURN_IF_ERROR(buildUpTo(n));
   return out;
