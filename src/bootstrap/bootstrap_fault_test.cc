@@ -564,18 +564,22 @@ std::vector<std::string> leakedSince(const std::set<std::pair<int, std::string>>
   return leaked;
 }
 
+// At 3 ranks the collectives go round the ring; at 12 they disseminate over connections of their
+// own, which destroying closes too.
 TEST(BootstrapFault, DestroyingClosesEveryDescriptor) {
   const auto before = openFds();
-  std::vector<Status> out = runOwned(3, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
-    int v[3] = {r, r, r};
-    RETURN_IF_ERROR(b->allGather(v, sizeof(int)));
-    RETURN_IF_ERROR(b->send((r + 1) % 3, 0, v, sizeof(int)));
-    RETURN_IF_ERROR(b->recv((r + 2) % 3, 0, v, sizeof(int)));
-    ASSIGN_OR_RETURN(SplitResult split, b->split(r == 0 ? -1 : 0, 0));
-    if (split.bootstrap != nullptr) RETURN_IF_ERROR(split.bootstrap->barrier());
-    return b->barrier();
-  });
-  for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+  for (const int n : {3, 12}) {
+    std::vector<Status> out = runOwned(n, [n](int r, std::unique_ptr<Bootstrap> b) -> Status {
+      std::vector<int> v(static_cast<size_t>(n), r);
+      RETURN_IF_ERROR(b->allGather(v.data(), sizeof(int)));
+      RETURN_IF_ERROR(b->send((r + 1) % n, 0, v.data(), sizeof(int)));
+      RETURN_IF_ERROR(b->recv((r + n - 1) % n, 0, v.data(), sizeof(int)));
+      ASSIGN_OR_RETURN(SplitResult split, b->split(r == 0 ? -1 : 0, 0));
+      if (split.bootstrap != nullptr) RETURN_IF_ERROR(split.bootstrap->barrier());
+      return b->barrier();
+    });
+    for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+  }
   // Failed joins release everything too (the root exits at its own 0.3 s timeout).
   EXPECT_FALSE(Bootstrap::join(newRoot(0.3), 0, 2, "lo", waitFor(0.2)).ok());
   // Root threads close their sockets as they exit, just after they finish.
