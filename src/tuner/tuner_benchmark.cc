@@ -7,6 +7,7 @@
 //   waits for when every rank has a core), total_ms all of them (what a host's cores spend).
 // BM_TunerShareHostsOf8/<nranks>: BM_TunerShare over hosts of 8 ranks (hierarchical algorithms,
 //   network links).
+// BM_TunerShareHostsOf16/<nranks>: the same over hosts of 16 (braid-scale-init's 256 ranks).
 // BM_Predict/<log2 bytes>: one all-reduce ring prediction of 4 ranks, 128 KiB chunks, 2 channels.
 //   braid_benchmarks --benchmark_filter='BM_TunerCreate|BM_Predict'
 #include <benchmark/benchmark.h>
@@ -120,6 +121,10 @@ BENCHMARK(BM_TunerShareHostsOf8)
     ->Arg(256)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
+
+// Hosts of 16: each simulation follows twice the plans of hosts of 8.
+void BM_TunerShareHostsOf16(benchmark::State& state) { tunerShare(state, 16); }
+BENCHMARK(BM_TunerShareHostsOf16)->Arg(256)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void BM_Predict(benchmark::State& state) {
   const CostModel model = oneHostModel(4, 0);
