@@ -362,22 +362,33 @@ TEST_F(CostModelOnDescribedMachines, CrossingHostsCostsTheNetwork) {
   }
 }
 
+// Hosts alike, contiguous in rank order, each rank with `cores` cores: the model as a
+// communicator makes it (priced from one host's plans where they repeat), and the same machine
+// with its ring given as an explicit order (which turns that off: every rank's plans).
+struct HostsAlike {
+  CostModel periodic;
+  CostModel full;
+};
+HostsAlike hostsAlike(int hosts, int perHost, int cores) {
+  std::vector<RankPlacement> p(static_cast<size_t>(hosts * perHost));
+  std::vector<int> identity(p.size());
+  for (size_t r = 0; r < p.size(); ++r) {
+    p[r].hostHash = 100 + r / static_cast<size_t>(perHost);
+    p[r].locality.cores = cores;
+    p[r].locality.package = 0;
+    identity[r] = static_cast<int>(r);
+  }
+  return {CostModel::create(constants(), p, {}, 4).value(),
+          CostModel::create(constants(), p, identity, 4).value()};
+}
+
 // On hosts alike, contiguous in rank order, the model prices a call from one host's plans
 // (simulatePeriodicPlans) instead of every rank's; the same ring given as an explicit order turns
 // that off, and both must agree.
 TEST(CostModel, OneHostsPlansPriceHostsAlikeAsEveryRanksDo) {
-  constexpr int kHosts = 4, kPerHost = 3;
-  std::vector<RankPlacement> p(kHosts * kPerHost);
-  std::vector<int> identity(p.size());
-  for (size_t r = 0; r < p.size(); ++r) {
-    p[r].hostHash = 100 + r / kPerHost;
-    p[r].locality.cores = 1;
-    p[r].locality.package = 0;
-    identity[r] = static_cast<int>(r);
-  }
-  Result<CostModel> periodic = CostModel::create(constants(), p, {}, 4);
-  Result<CostModel> full = CostModel::create(constants(), p, identity, 4);
-  ASSERT_TRUE(periodic.ok() && full.ok());
+  const HostsAlike models = hostsAlike(4, 3, 1);
+  const CostModel* periodic = &models.periodic;
+  const CostModel* full = &models.full;
   for (Collective coll : {Collective::kAllReduce, Collective::kAllGather,
                           Collective::kReduceScatter, Collective::kBroadcast}) {
     for (Algorithm algo : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kHier,
@@ -400,18 +411,9 @@ TEST(CostModel, OneHostsPlansPriceHostsAlikeAsEveryRanksDo) {
 // full simulation runs a rank first when two have a task at the same moment, so partners on two
 // hosts, alike as they are, may take turns differently.
 TEST(CostModel, OneHostsPlansPriceXorPartnersNearlyAsEveryRanksDo) {
-  constexpr int kHosts = 8, kPerHost = 8;
-  std::vector<RankPlacement> p(kHosts * kPerHost);
-  std::vector<int> identity(p.size());
-  for (size_t r = 0; r < p.size(); ++r) {
-    p[r].hostHash = 100 + r / kPerHost;
-    p[r].locality.cores = 2;
-    p[r].locality.package = 0;
-    identity[r] = static_cast<int>(r);
-  }
-  Result<CostModel> periodic = CostModel::create(constants(), p, {}, 4);
-  Result<CostModel> full = CostModel::create(constants(), p, identity, 4);
-  ASSERT_TRUE(periodic.ok() && full.ok());
+  const HostsAlike models = hostsAlike(8, 8, 2);
+  const CostModel* periodic = &models.periodic;
+  const CostModel* full = &models.full;
   int compared = 0;
   for (Collective coll :
        {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
