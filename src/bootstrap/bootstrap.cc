@@ -377,29 +377,23 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, do
   return okStatus();
 }
 
-Result<Channel::Frame> Bootstrap::Impl::takeRound(int from, uint32_t tag, const Deadline& deadline,
-                                                  const std::string& what) {
-  Channel* gather = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    gather = &gatherIn_[from];
-  }
-  Channel& channel = *gather;
+Result<Channel::Frame> Bootstrap::Impl::takeWatchingPeer(Channel& channel, int peer, uint32_t tag,
+                                                         const Deadline& deadline,
+                                                         const std::string& what, bool watchRing) {
   for (;;) {
     const Deadline slice = Deadline::after(kProbeEverySeconds, wait_.abort);
-    Result<Channel::Frame> frame =
-        take(channel, tag, slice, what, /*watchNext=*/true, /*watchRing=*/true);
+    Result<Channel::Frame> frame = take(channel, tag, slice, what, watchRing, watchRing);
     // Only the slice running out means "keep waiting".
     if (frame.ok() || !slice.expired() || slice.aborted()) return frame;
     RETURN_IF_ERROR(deadline.check(what));
-    // A rank connects before it sends, and sends this round before it can finish: one that never
+    // A peer connects before it sends, and its connection closing ends the wait: one that never
     // connected and whose listener is gone exited without sending.
     bool opened = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       opened = channel.open;
     }
-    if (!opened) RETURN_IF_ERROR(probePeer(from, what));
+    if (!opened) RETURN_IF_ERROR(probePeer(peer, what));
   }
 }
 
@@ -434,8 +428,14 @@ Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp o
         !sent.ok()) {
       return causeOf(sent);
     }
+    Channel* gathered = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gathered = &gatherIn_[from];
+    }
     Result<Channel::Frame> taken =
-        takeRound(from, tag, deadline, step + ": receive from " + rankText(from));
+        takeWatchingPeer(*gathered, from, tag, deadline, step + ": receive from " + rankText(from),
+                         /*watchRing=*/true);
     if (!taken.ok()) return causeOf(taken.status());
     const Channel::Frame& frame = taken.value();
     if (frame.flags != static_cast<uint16_t>(op)) {

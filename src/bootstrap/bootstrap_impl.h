@@ -130,10 +130,11 @@ class Bootstrap::Impl {
   /// from rank + 2^k. Every wait also ends when the ring reports a failure, which breakRing then
   /// passes on as the ring collectives do.
   Status disseminate(uint8_t* data, size_t bytesPerRank, RingOp op, const Deadline& deadline);
-  /// A round's frame from `from` (take, watching the ring), looking every kProbeEverySeconds
-  /// whether a peer that has not connected yet still exists.
-  Result<Channel::Frame> takeRound(int from, uint32_t tag, const Deadline& deadline,
-                                   const std::string& what);
+  /// take from `peer`'s channel, looking every kProbeEverySeconds, while the peer has not
+  /// connected, whether its listener still exists; watchRing: take's watchNext and watchRing.
+  Result<Channel::Frame> takeWatchingPeer(Channel& channel, int peer, uint32_t tag,
+                                          const Deadline& deadline, const std::string& what,
+                                          bool watchRing);
   /// The failure the ring reports within a short wait (the previous rank's last word or hang-up,
   /// or the next rank's last word), if any.
   std::optional<Status> ringCause(const Deadline& deadline);
@@ -151,8 +152,8 @@ class Bootstrap::Impl {
   /// still exists. A refused connection means the process is gone (an error naming it); ok
   /// otherwise.
   Status probePeer(int peer, const std::string& what);
-  /// recv, looking every half second whether `peer`'s listener still exists: a peer that exited
-  /// fails the wait at once instead of at the timeout.
+  /// recv through takeWatchingPeer: a peer that exited before connecting fails the wait at once
+  /// instead of at the timeout.
   Status recvWatching(int peer, uint32_t tag, void* data, size_t bytes, const std::string& what);
   /// Ends a wait in take(): wakes the caller and the service thread.
   void wakeService();

@@ -41,24 +41,16 @@ std::string rankText(int rank) { return "rank " + std::to_string(rank); }
 
 Status Bootstrap::Impl::recvWatching(int peer, uint32_t tag, void* data, size_t bytes,
                                      const std::string& what) {
-  const Deadline overall = opDeadline();
-  for (;;) {
-    const Deadline slice = Deadline::after(kProbeEverySeconds, wait_.abort);
-    Result<Channel::Frame> frame = take(p2pIn_[static_cast<size_t>(peer)], tag, slice, what);
-    if (frame.ok()) {
-      if (frame->data.size() != bytes) {
-        return invalidUsage(what + ": " + rankText(peer) + " sent " +
-                            std::to_string(frame->data.size()) + " bytes, this rank expects " +
-                            std::to_string(bytes));
-      }
-      if (bytes > 0) std::memcpy(data, frame->data.data(), bytes);
-      return okStatus();
-    }
-    // Only the slice running out means "keep waiting".
-    if (!slice.expired() || slice.aborted()) return frame.status();
-    RETURN_IF_ERROR(overall.check(what));
-    RETURN_IF_ERROR(probePeer(peer, what));
+  ASSIGN_OR_RETURN(const Channel::Frame frame,
+                   takeWatchingPeer(p2pIn_[static_cast<size_t>(peer)], peer, tag, opDeadline(),
+                                    what, /*watchRing=*/false));
+  if (frame.data.size() != bytes) {
+    return invalidUsage(what + ": " + rankText(peer) + " sent " +
+                        std::to_string(frame.data.size()) + " bytes, this rank expects " +
+                        std::to_string(bytes));
   }
+  if (bytes > 0) std::memcpy(data, frame.data.data(), bytes);
+  return okStatus();
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::Impl::shrink(const std::vector<int>& excludedIn) {
