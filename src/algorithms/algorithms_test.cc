@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include "algorithms/builder.h"
 #include "algorithms/plan_simulator.h"
 
@@ -382,6 +384,40 @@ TEST(Algorithms, EvenPartsCoverTheWhole) {
   EXPECT_EQ(next, whole.end());
 }
 
+// The whole binary tree of builder.h's TreeLinks, built label by label as the description
+// reads: the reference the one-member links are checked against.
+struct BinaryTree {
+  int root = 0;
+  std::vector<int> parent;                 // -1 at the root
+  std::vector<std::vector<int>> children;  // at most two each
+};
+
+BinaryTree binaryTree(int members, int variant) {
+  const int m = members;
+  auto memberOf = [&](int label) { return variant == 0 ? label - 1 : (label - 2 + m) % m; };
+  BinaryTree tree;
+  tree.parent.assign(m, -1);
+  tree.children.assign(m, {});
+  int top = 1;
+  while (top * 2 <= m) top *= 2;
+  tree.root = memberOf(top);
+  for (int v = 2; v <= m; v += 2) {
+    const int h = std::countr_zero(static_cast<unsigned>(v));
+    std::vector<int> kids = {v - (1 << (h - 1))};
+    for (int j = h - 1; j >= 0; --j) {
+      if (v + (1 << j) <= m) {
+        kids.push_back(v + (1 << j));
+        break;
+      }
+    }
+    for (int kid : kids) {
+      tree.children[memberOf(v)].push_back(memberOf(kid));
+      tree.parent[memberOf(kid)] = memberOf(v);
+    }
+  }
+  return tree;
+}
+
 TEST(Algorithms, FoldGroupPairsTheFirstPositions) {
   const FoldGroup g(6);  // p = 4, r = 2: positions 0..3 fold into virtual ranks 0 and 1
   EXPECT_EQ(g.p(), 4);
@@ -419,6 +455,21 @@ TEST(Algorithms, BinaryTreesSpanAllMembersWithLogDepth) {
           ASSERT_GE(at, 0) << "m=" << m << " variant=" << variant << " member " << x;
         }
         EXPECT_LE(steps, depthBound) << "m=" << m << " member " << x;
+      }
+    }
+  }
+}
+
+TEST(Algorithms, OneMembersTreeLinksAreTheWholeTreesLinks) {
+  for (int m = 1; m <= 300; ++m) {
+    for (int variant : {0, 1}) {
+      const BinaryTree t = binaryTree(m, variant);
+      EXPECT_EQ(binaryTreeRoot(m, variant), t.root) << "m=" << m;
+      for (int x = 0; x < m; ++x) {
+        const TreeLinks links = binaryTreeLinks(m, variant, x);
+        ASSERT_EQ(links.parent, t.parent[x]) << "m=" << m << " variant=" << variant << " x=" << x;
+        ASSERT_EQ(size_t(links.nchildren), t.children[x].size()) << "m=" << m << " x=" << x;
+        for (int i = 0; i < links.nchildren; ++i) EXPECT_EQ(links.children[i], t.children[x][i]);
       }
     }
   }

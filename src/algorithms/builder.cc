@@ -77,30 +77,61 @@ FoldGroup::FoldGroup(int n) {
   r_ = n - p_;
 }
 
-BinaryTree binaryTree(int members, int variant) {
-  const int m = members;
-  auto memberOf = [&](int label) { return variant == 0 ? label - 1 : (label - 2 + m) % m; };
-  BinaryTree tree;
-  tree.parent.assign(m, -1);
-  tree.children.assign(m, {});
-  int top = 1;
-  while (top * 2 <= m) top *= 2;
-  tree.root = memberOf(top);
-  for (int v = 2; v <= m; v += 2) {
-    const int h = std::countr_zero(static_cast<unsigned>(v));
-    std::vector<int> kids = {v - (1 << (h - 1))};
-    for (int j = h - 1; j >= 0; --j) {
-      if (v + (1 << j) <= m) {
-        kids.push_back(v + (1 << j));
-        break;
-      }
-    }
-    for (int kid : kids) {
-      tree.children[memberOf(v)].push_back(memberOf(kid));
-      tree.parent[memberOf(kid)] = memberOf(v);
+namespace {
+
+// binaryTree's labels: member x is label x + 1 (variant 0) or (x + 1) mod m + 1 (variant 1).
+int treeLabelOf(int m, int variant, int member) {
+  return variant == 0 ? member + 1 : (member + 1) % m + 1;
+}
+int treeMemberOf(int m, int variant, int label) {
+  return variant == 0 ? label - 1 : (label - 2 + m) % m;
+}
+
+// The children of label v, in binaryTree's order; returns how many.
+int treeChildLabels(int m, int v, std::array<int, 2>& kids) {
+  if (v % 2 != 0) return 0;
+  const int h = std::countr_zero(static_cast<unsigned>(v));
+  int count = 0;
+  kids[count++] = v - (1 << (h - 1));
+  for (int j = h - 1; j >= 0; --j) {
+    if (v + (1 << j) <= m) {
+      kids[count++] = v + (1 << j);
+      break;
     }
   }
-  return tree;
+  return count;
+}
+
+int treeTopLabel(int m) {
+  int top = 1;
+  while (top * 2 <= m) top *= 2;
+  return top;
+}
+
+}  // namespace
+
+int binaryTreeRoot(int members, int variant) {
+  return treeMemberOf(members, variant, treeTopLabel(members));
+}
+
+TreeLinks binaryTreeLinks(int members, int variant, int member) {
+  const int m = members;
+  const int u = treeLabelOf(m, variant, member);
+  TreeLinks links;
+  std::array<int, 2> kids{};
+  links.nchildren = treeChildLabels(m, u, kids);
+  for (int i = 0; i < links.nchildren; ++i) links.children[i] = treeMemberOf(m, variant, kids[i]);
+  if (u == treeTopLabel(m)) return links;
+  // A left child u of v has v = u + 2^ctz(u); a right child has v = u - 2^ctz(u).
+  const int low = 1 << std::countr_zero(static_cast<unsigned>(u));
+  for (int v : {u + low, u - low}) {
+    if (v < 1 || v > m) continue;
+    const int count = treeChildLabels(m, v, kids);
+    for (int i = 0; i < count; ++i) {
+      if (kids[i] == u) links.parent = treeMemberOf(m, variant, v);
+    }
+  }
+  return links;
 }
 
 std::vector<TreePart> treeParts(uint64_t count, int nchannels) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -130,17 +131,21 @@ class FoldGroup {
   int log2p_ = 0;
 };
 
-/// A binary tree over members 0..m-1. Variant 0 labels member x with x+1 and links label v with
-/// ctz(v) = h > 0 to the children v - 2^(h-1) and the largest v + 2^j <= m (j < h), rooted at the
-/// largest power of two <= m: odd labels are leaves, even labels interior. Variant 1 is the same
-/// shape over labels shifted by one member ((x+1) mod m + 1), which makes the interior members of
-/// one variant leaves of the other: the double binary tree.
-struct BinaryTree {
-  int root = 0;
-  std::vector<int> parent;                 ///< -1 at the root
-  std::vector<std::vector<int>> children;  ///< at most two each
+/// One member's place in a binary tree over members 0..m-1, found in O(log m) without building
+/// the tree (a plan at n ranks needs only its own rank's links). Variant 0 labels member x with
+/// x+1 and links label v with ctz(v) = h > 0 to the children v - 2^(h-1) and the largest
+/// v + 2^j <= m (j < h), rooted at the largest power of two <= m: odd labels are leaves, even
+/// labels interior. Variant 1 is the same shape over labels shifted by one member
+/// ((x+1) mod m + 1), which makes the interior members of one variant leaves of the other: the
+/// double binary tree.
+struct TreeLinks {
+  int parent = -1;                ///< -1 at the root
+  std::array<int, 2> children{};  ///< the first `nchildren` are set
+  int nchildren = 0;
 };
-BinaryTree binaryTree(int members, int variant);
+TreeLinks binaryTreeLinks(int members, int variant, int member);
+/// The root member of that tree.
+int binaryTreeRoot(int members, int variant);
 
 /// A tree algorithm's share of a message: the channel, the tree variant that carries it, the
 /// elements. With one channel everything goes over tree 0; with more, each tree carries half the

@@ -31,10 +31,13 @@ struct TreeSeat {
   std::vector<int> children;
 };
 
-TreeSeat seatOf(const BinaryTree& tree, int member, const std::vector<int>& rankOfMember) {
+template <typename RankOfMember>
+TreeSeat seatOf(int members, int variant, int member, RankOfMember rankOfMember) {
+  const TreeLinks links = binaryTreeLinks(members, variant, member);
   TreeSeat seat;
-  if (tree.parent[member] >= 0) seat.parent = rankOfMember[tree.parent[member]];
-  for (int kid : tree.children[member]) seat.children.push_back(rankOfMember[kid]);
+  if (links.parent >= 0) seat.parent = rankOfMember(links.parent);
+  for (int i = 0; i < links.nchildren; ++i)
+    seat.children.push_back(rankOfMember(links.children[i]));
   return seat;
 }
 
@@ -49,12 +52,10 @@ void addChildren(Step& s, const std::vector<int>& children, bool recv, bool send
 Plan treeAllReduce(const PlanContext& ctx) {
   const int n = ctx.nranks();
   const RingOrder order(ctx.request(), false);
-  std::vector<int> rankOfMember(n);
-  for (int x = 0; x < n; ++x) rankOfMember[x] = order.rankAt(x);
+  auto rankOfMember = [&](int x) { return order.rankAt(x); };
   const int me = order.posOf(ctx.rank());
   auto addLanes = [&](const PlanContext&, const TreePart& part, Plan& plan) {
-    const BinaryTree tree = binaryTree(n, part.variant);
-    const TreeSeat seat = seatOf(tree, me, rankOfMember);
+    const TreeSeat seat = seatOf(n, part.variant, me, rankOfMember);
     const std::vector<int>& kids = seat.children;
     Lane up{part.channel, {}};
     Lane down{part.channel, {}};
@@ -89,15 +90,13 @@ Plan treeRooted(const PlanContext& ctx, bool down) {
   const int root = ctx.request().root;
   const RingOrder order(ctx.request(), false);
   const int rootPos = order.posOf(root);
-  std::vector<int> rankOfMember(n - 1);
-  for (int m = 0; m < n - 1; ++m) rankOfMember[m] = order.rankAt(rootPos + 1 + m);
+  auto rankOfMember = [&](int m) { return order.rankAt(rootPos + 1 + m); };
   const int me = ((order.posOf(ctx.rank()) - rootPos - 1) % n + n) % n;  // n-1: the root
   auto addLane = [&](const PlanContext&, const TreePart& part, Plan& plan) {
-    const BinaryTree tree = binaryTree(n - 1, part.variant);
-    const int top = rankOfMember[tree.root];
+    const int top = rankOfMember(binaryTreeRoot(n - 1, part.variant));
     TreeSeat seat;
     if (me < n - 1) {
-      seat = seatOf(tree, me, rankOfMember);
+      seat = seatOf(n - 1, part.variant, me, rankOfMember);
       if (seat.parent < 0) seat.parent = root;
     }
     const std::vector<int>& kids = seat.children;

@@ -57,10 +57,11 @@ Tuner tunerFor(const Topology& host0, const std::vector<RankPlacement>& p,
 // The ranks of tree `variant` of the double binary tree over `order`: each tree edge as
 // (parent rank, child rank).
 std::vector<std::pair<int, int>> treeEdges(const std::vector<int>& order, int variant) {
-  const BinaryTree tree = binaryTree(static_cast<int>(order.size()), variant);
+  const int members = static_cast<int>(order.size());
   std::vector<std::pair<int, int>> edges;
-  for (size_t m = 0; m < order.size(); ++m) {
-    if (tree.parent[m] >= 0) edges.emplace_back(order[size_t(tree.parent[m])], order[m]);
+  for (int m = 0; m < members; ++m) {
+    const int parent = binaryTreeLinks(members, variant, m).parent;
+    if (parent >= 0) edges.emplace_back(order[size_t(parent)], order[size_t(m)]);
   }
   return edges;
 }
