@@ -468,6 +468,25 @@ Result<double> CostModel::simulate(Collective coll, Algorithm algo, uint64_t byt
   return run(*plans, machine);
 }
 
+uint64_t CostModel::spanOf(Collective coll, Algorithm algo, uint32_t chunkBytes,
+                           int nchannels) const {
+  const uint64_t unit = uint64_t(chunkBytes) * uint64_t(std::max(1, nchannels));
+  uint64_t span = kSpanChunks * unit;
+  const uint64_t n = uint64_t(nranks());
+  if (coll == Collective::kAllReduce && algo == Algorithm::kRing) {
+    span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
+  } else if (movesBlockPerRank(coll) && n > kSpanBlockRanks) {
+    constexpr uint64_t kAlign = 64;  // whole elements of any type, on every channel
+    span = std::max(kAlign, (span * kSpanBlockRanks / n + kAlign - 1) / kAlign * kAlign);
+  }
+  return span;
+}
+
+uint64_t CostModel::wholeUpTo(Collective coll, Algorithm algo, uint32_t chunkBytes,
+                              int nchannels) const {
+  return 2 * spanOf(coll, algo, chunkBytes, nchannels);
+}
+
 Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t bytes,
                                   uint32_t chunkBytes, int nchannels) const {
   if (coll == Collective::kSend || coll == Collective::kRecv) {
@@ -479,15 +498,7 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   }
   if (chunkBytes == 0 || nchannels < 1) return invalidArgument("chunk and channels must be > 0");
   if (bytes == 0 || machine_.nranks == 1) return 0.0;
-  const uint64_t unit = uint64_t(chunkBytes) * uint64_t(nchannels);
-  uint64_t span = kSpanChunks * unit;
-  const uint64_t n = uint64_t(nranks());
-  if (coll == Collective::kAllReduce && algo == Algorithm::kRing) {
-    span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
-  } else if (movesBlockPerRank(coll) && n > kSpanBlockRanks) {
-    constexpr uint64_t kAlign = 64;  // whole elements of any type, on every channel
-    span = std::max(kAlign, (span * kSpanBlockRanks / n + kAlign - 1) / kAlign * kAlign);
-  }
+  const uint64_t span = spanOf(coll, algo, chunkBytes, nchannels);
   if (bytes <= 2 * span) {
     ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
     const uint64_t slots = machineFootprint(plans);

@@ -82,6 +82,11 @@ class CostModel {
   Result<double> predict(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                          int nchannels) const;
 
+  /// The longest message predict simulates whole with this chunk and channel count; longer ones
+  /// are priced from simulations of spans that every longer size shares (so a caller costing
+  /// many sizes keeps those on one model). Depends on the rank count and the arguments alone.
+  uint64_t wholeUpTo(Collective coll, Algorithm algo, uint32_t chunkBytes, int nchannels) const;
+
   /// One line for the log: hosts, cores, ranks, and the constants in use.
   std::string describe() const;
   /// Bytes that identify everything predictions depend on: equal keys, equal predictions.
@@ -94,6 +99,8 @@ class CostModel {
     std::vector<Plan> plans;
     std::optional<RankSymmetry> periodic;  ///< how the other hosts map onto the first's plans
   };
+  /// The span of a long message: simulated at one and two spans and extrapolated past them.
+  uint64_t spanOf(Collective coll, Algorithm algo, uint32_t chunkBytes, int nchannels) const;
   Result<CallPlans> plansFor(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                              int nchannels) const;
   /// plansFor, shared with the last few callers that asked for the same call: a long message's

@@ -143,10 +143,29 @@ int Tuner::gridIndex(uint64_t bytes) {
   return std::min(kMaxSizeLog, k + (fraction >= 0.5 ? 1 : 0));
 }
 
-int Tuner::cellOwner(int pair, int k, int nranks) {
+int Tuner::cellOwner(int pair, int k, bool longSize, int nranks) {
   if (nranks <= 1) return 0;
-  if (k >= kLongSizeLog) return pair % nranks;
+  if (longSize) return pair % nranks;
   return (pair * kGridSizes + k) % nranks;
+}
+
+Tuner::Owners Tuner::cellOwners(const CostModel& model, int nranks) const {
+  const std::vector<uint32_t> chunks = chunkCandidates();
+  const std::vector<int> channels = channelCandidates();
+  Owners owners;
+  forEachPair([&](Collective coll, Algorithm algo, int pair) {
+    std::array<int, kGridSizes>& row = owners.emplace_back();
+    for (int k = 0; k < kGridSizes; ++k) {
+      const uint64_t bytes = uint64_t{1} << k;
+      bool longSize = false;
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        if (!chunkApplies(chunks, i, bytes)) continue;
+        for (int ch : channels) longSize |= bytes > model.wholeUpTo(coll, algo, chunks[i], ch);
+      }
+      row[size_t(k)] = cellOwner(pair, k, longSize, nranks);
+    }
+  });
+  return owners;
 }
 
 // Communicators of one process with the same model and limits share one grid: building it
@@ -181,17 +200,18 @@ Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
     if (auto it = cache.grids.find(key); it != cache.grids.end()) cached = it->second;
   }
   const int nranks = std::max(1, share.nranks);
+  const Owners owners = cellOwners(model, nranks);
   if (cached) {
     grid_ = cached;
     if (nranks == 1) return okStatus();
     // The other ranks still wait for this one's share; what comes back is this grid again.
     auto scratch = std::make_unique<Grid>(*cached);
-    return gatherCells(share, *scratch).withContext("sharing the tuner's grid");
+    return gatherCells(share, owners, *scratch).withContext("sharing the tuner's grid");
   }
   auto grid = std::make_shared<Grid>();
-  costCells(model, share.rank, nranks, *grid);
+  costCells(model, owners, share.rank, *grid);
   if (nranks > 1) {
-    RETURN_IF_ERROR(gatherCells(share, *grid).withContext("sharing the tuner's grid"));
+    RETURN_IF_ERROR(gatherCells(share, owners, *grid).withContext("sharing the tuner's grid"));
   }
   std::lock_guard<std::mutex> lock(cache.mutex);
   // Bound the cache: a process rarely has more than a few distinct communicator shapes.
@@ -211,27 +231,38 @@ void Tuner::forEachPair(Visit&& visit) const {
   }
 }
 
-void Tuner::costCells(const CostModel& model, int rank, int nranks, Grid& grid) const {
+std::vector<uint32_t> Tuner::chunkCandidates() const {
+  if (options_.chunkBytes != 0) return {chunkFor(options_.chunkBytes)};
   std::vector<uint32_t> chunks;
-  if (options_.chunkBytes != 0) {
-    chunks.push_back(chunkFor(options_.chunkBytes));
-  } else {
-    for (uint32_t c : kChunkCandidates) {
-      if (c <= options_.slotBytes) chunks.push_back(c);
-    }
-    if (chunks.empty()) chunks.push_back(options_.slotBytes);
+  for (uint32_t c : kChunkCandidates) {
+    if (c <= options_.slotBytes) chunks.push_back(c);
   }
+  if (chunks.empty()) chunks.push_back(options_.slotBytes);
+  return chunks;
+}
+
+std::vector<int> Tuner::channelCandidates() const {
+  if (options_.nchannels != 0) return {channelsFor(options_.nchannels)};
   std::vector<int> channels;
-  if (options_.nchannels != 0) {
-    channels.push_back(channelsFor(options_.nchannels));
-  } else {
-    for (int c : kChannelCandidates) {
-      if (c <= options_.maxChannels) channels.push_back(c);
-    }
+  for (int c : kChannelCandidates) {
+    if (c <= options_.maxChannels) channels.push_back(c);
   }
+  return channels;
+}
+
+bool Tuner::chunkApplies(const std::vector<uint32_t>& chunks, size_t i, uint64_t bytes) {
+  // A message no larger than a smaller candidate's chunk plans the same with this one.
+  if (i > 0 && bytes <= chunks[i - 1]) return false;
+  return !(bytes > kMinLargeCallChunkBytes && chunks[i] < kMinLargeCallChunkBytes &&
+           chunks.back() >= kMinLargeCallChunkBytes);
+}
+
+void Tuner::costCells(const CostModel& model, const Owners& owners, int rank, Grid& grid) const {
+  const std::vector<uint32_t> chunks = chunkCandidates();
+  const std::vector<int> channels = channelCandidates();
   forEachPair([&](Collective coll, Algorithm algo, int pair) {
     for (int k = 0; k < kGridSizes; ++k) {
-      if (cellOwner(pair, k, nranks) != rank) continue;
+      if (owners[size_t(pair)][size_t(k)] != rank) continue;
       const uint64_t bytes = uint64_t{1} << k;
       if (options_.nranks >= kCostOnlyPickableFromRanks &&
           !modelMayPick(algo, coll, bytes, options_.nranks)) {
@@ -239,12 +270,7 @@ void Tuner::costCells(const CostModel& model, int rank, int nranks, Grid& grid) 
       }
       Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
       auto consider = [&](size_t i, int ch) {
-        // A message no larger than a smaller candidate's chunk plans the same with this one.
-        if (i > 0 && bytes <= chunks[i - 1]) return;
-        if (bytes > kMinLargeCallChunkBytes && chunks[i] < kMinLargeCallChunkBytes &&
-            chunks.back() >= kMinLargeCallChunkBytes) {
-          return;
-        }
+        if (!chunkApplies(chunks, i, bytes)) return;
         Result<double> us = model.predict(coll, algo, bytes, chunks[i], ch);
         if (!us.ok()) return;  // a shape this algorithm cannot plan: not a candidate
         if (cell.us < 0 || us.value() < cell.us) cell = Cell{us.value(), chunks[i], ch};
@@ -266,7 +292,7 @@ void Tuner::costCells(const CostModel& model, int rank, int nranks, Grid& grid) 
   });
 }
 
-Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
+Status Tuner::gatherCells(const GridShare& share, const Owners& owners, Grid& grid) const {
   // Each rank sends the cells it owns, 16 little-endian bytes each (time, chunk, channels), in
   // grid order, padded to the most cells any rank owns: what a rank receives stays the size of
   // one grid however many ranks split it.
@@ -274,7 +300,7 @@ Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
   const size_t nranks = size_t(share.nranks);
   std::vector<size_t> owned(nranks, 0);
   forEachPair([&](Collective, Algorithm, int pair) {
-    for (int k = 0; k < kGridSizes; ++k) ++owned[size_t(cellOwner(pair, k, share.nranks))];
+    for (int k = 0; k < kGridSizes; ++k) ++owned[size_t(owners[size_t(pair)][size_t(k)])];
   });
   const size_t segmentBytes =
       kCellBytes * std::max<size_t>(1, *std::max_element(owned.begin(), owned.end()));
@@ -286,7 +312,7 @@ Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
   };
   forEachPair([&](Collective coll, Algorithm algo, int pair) {
     for (int k = 0; k < kGridSizes; ++k) {
-      const int owner = cellOwner(pair, k, share.nranks);
+      const int owner = owners[size_t(pair)][size_t(k)];
       uint8_t* at = slot(owner);
       if (owner != share.rank) continue;
       const Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
@@ -299,7 +325,7 @@ Status Tuner::gatherCells(const GridShare& share, Grid& grid) const {
   std::fill(owned.begin(), owned.end(), 0);
   forEachPair([&](Collective coll, Algorithm algo, int pair) {
     for (int k = 0; k < kGridSizes; ++k) {
-      const int owner = cellOwner(pair, k, share.nranks);
+      const int owner = owners[size_t(pair)][size_t(k)];
       const uint8_t* in = slot(owner);
       if (owner == share.rank) continue;
       grid[static_cast<int>(coll)][k][static_cast<int>(algo)] = Cell{

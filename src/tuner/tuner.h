@@ -116,10 +116,11 @@ class Tuner {
 
   /// The grid point a message size uses.
   static int gridIndex(uint64_t bytes);
-  /// Which of `nranks` ranks costs the cells of the `pair`-th (collective, algorithm) the grid
-  /// models at grid point k. The long sizes of a pair (1 MiB and up) stay with one rank: they
-  /// reuse the simulations the model remembers for that pair.
-  static int cellOwner(int pair, int k, int nranks);
+  /// Which of `nranks` ranks costs the cell of the `pair`-th (collective, algorithm) the grid
+  /// models at grid point k. A pair's long sizes (those the model prices from simulations of
+  /// spans, CostModel::wholeUpTo) stay with one rank, which simulates the spans once for all of
+  /// them; the other cells are spread.
+  static int cellOwner(int pair, int k, bool longSize, int nranks);
   /// Drops the grids this process keeps (for tests and benchmarks: the next create costs anew).
   static void forgetGrids();
 
@@ -134,8 +135,8 @@ class Tuner {
   static constexpr int kModelled = AlgoOverride::kNumOverridable;
 
   using Grid = std::array<std::array<AlgoCells, kGridSizes>, kModelled>;
-  /// Grid points from 2^kLongSizeLog bytes up: cellOwner keeps a pair's on one rank.
-  static constexpr int kLongSizeLog = 20;
+  /// cellOwner of every grid point, by pair.
+  using Owners = std::vector<std::array<int, kGridSizes>>;
 
   /// The grids of this process, by model and limits.
   struct GridCache;
@@ -145,10 +146,16 @@ class Tuner {
   /// Calls visit(coll, algo, pair) for every usable (collective, algorithm), numbered in order.
   template <typename Visit>
   void forEachPair(Visit&& visit) const;
-  /// Costs the cells cellOwner gives `rank` of `nranks`.
-  void costCells(const CostModel& model, int rank, int nranks, Grid& grid) const;
+  /// The chunk sizes and channel counts a cell's candidates are made of.
+  std::vector<uint32_t> chunkCandidates() const;
+  std::vector<int> channelCandidates() const;
+  /// Whether candidate chunk i is worth costing at `bytes` (see costCells).
+  static bool chunkApplies(const std::vector<uint32_t>& chunks, size_t i, uint64_t bytes);
+  Owners cellOwners(const CostModel& model, int nranks) const;
+  /// Costs the cells `owners` gives `rank`.
+  void costCells(const CostModel& model, const Owners& owners, int rank, Grid& grid) const;
   /// Sends this rank's cells to the others and fills in theirs.
-  Status gatherCells(const GridShare& share, Grid& grid) const;
+  Status gatherCells(const GridShare& share, const Owners& owners, Grid& grid) const;
   Status adoptTable(const TuningTable& table);
   Choice pick(Collective coll, uint64_t bytes, bool honourOverride) const;
   Choice fixed(Collective coll) const;

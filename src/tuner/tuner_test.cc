@@ -393,14 +393,14 @@ TEST(Tuner, CellOwnersAreRanksAndAPairsLongSizesShareOne) {
   for (int n = 1; n <= 5; ++n) {
     std::vector<int> cells(static_cast<size_t>(n), 0);
     for (int pair = 0; pair < 40; ++pair) {
-      const int longOwner = Tuner::cellOwner(pair, Tuner::kMaxSizeLog, n);
+      const int longOwner = Tuner::cellOwner(pair, 0, true, n);
       for (int k = 0; k <= Tuner::kMaxSizeLog; ++k) {
-        const int owner = Tuner::cellOwner(pair, k, n);
-        ASSERT_GE(owner, 0);
-        ASSERT_LT(owner, n);
-        ++cells[static_cast<size_t>(owner)];
-        if (k >= 20) {
-          EXPECT_EQ(owner, longOwner) << n << " ranks, pair " << pair << ", 2^" << k;
+        for (bool longSize : {false, true}) {
+          const int owner = Tuner::cellOwner(pair, k, longSize, n);
+          ASSERT_GE(owner, 0);
+          ASSERT_LT(owner, n);
+          if (!longSize) ++cells[static_cast<size_t>(owner)];
+          if (longSize) EXPECT_EQ(owner, longOwner) << n << " ranks, pair " << pair << ", 2^" << k;
         }
       }
     }
@@ -478,8 +478,8 @@ TEST(Tuner, ARankCostsOnlyItsCellsAndTakesTheOthersAsSent) {
   ASSERT_TRUE(half.ok()) << half.status().message();
   EXPECT_EQ(calls, 1);
   const Algorithm first = algorithmsFor(Collective::kAllReduce).front();  // pair 0
-  ASSERT_EQ(Tuner::cellOwner(0, 10, 2), 0);
-  ASSERT_EQ(Tuner::cellOwner(0, 11, 2), 1);
+  ASSERT_EQ(Tuner::cellOwner(0, 10, false, 2), 0);
+  ASSERT_EQ(Tuner::cellOwner(0, 11, false, 2), 1);
   EXPECT_EQ(half->predictedUs(Collective::kAllReduce, first, 1 << 10),
             alone.predictedUs(Collective::kAllReduce, first, 1 << 10));
   EXPECT_GT(alone.predictedUs(Collective::kAllReduce, first, 1 << 11).value_or(0), 0);
