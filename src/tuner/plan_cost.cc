@@ -230,7 +230,15 @@ class Simulation {
  public:
   Simulation(const std::vector<Plan>& plans, const SimMachine& m, bool periodic,
              RankSymmetry symmetry = RankSymmetry::kShift)
-      : plans_(plans), m_(m), periodic_(periodic), symmetry_(symmetry) {}
+      : plans_(plans), m_(m), periodic_(periodic), symmetry_(symmetry) {
+    steps_.swap(spareSteps());
+  }
+  ~Simulation() {
+    steps_.clear();
+    steps_.swap(spareSteps());
+  }
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
 
   Result<double> run() {
     RETURN_IF_ERROR(setUp());
@@ -262,6 +270,17 @@ class Simulation {
  private:
   /// The ranks whose plans run: all of them, or one period.
   int n() const { return static_cast<int>(plans_.size()); }
+
+  static std::vector<StepFifos>& spareSteps() {
+    thread_local std::vector<StepFifos> spare;
+    return spare;
+  }
+  StepFifos& stepAt(int r, size_t l, size_t s) {
+    return steps_[firstStep_[firstLane_[size_t(r)] + l] + s];
+  }
+  const StepFifos& stepAt(int r, size_t l, size_t s) const {
+    return steps_[firstStep_[firstLane_[size_t(r)] + l] + s];
+  }
   int world() const { return m_.nranks; }
 
   Status setUp() {
@@ -321,7 +340,19 @@ class Simulation {
     }
     wireFree_.assign(static_cast<size_t>(std::max(0, m_.wires)), 0.0);
     ranks_.resize(plans_.size());
-    stepFifos_.resize(plans_.size());
+    // One table of every rank's steps, lane after lane.
+    firstLane_.assign(plans_.size() + 1, 0);
+    for (size_t r = 0; r < plans_.size(); ++r) {
+      firstLane_[r + 1] = firstLane_[r] + plans_[r].lanes.size();
+    }
+    firstStep_.assign(firstLane_.back() + 1, 0);
+    for (size_t r = 0, lane = 0; r < plans_.size(); ++r) {
+      for (const Lane& l : plans_[r].lanes) {
+        firstStep_[lane + 1] = firstStep_[lane] + l.steps.size();
+        ++lane;
+      }
+    }
+    steps_.resize(firstStep_.back());
     laneTasks_.resize(plans_.size());
     laneDirty_.resize(plans_.size());
     dirtyLanes_.resize(plans_.size());
@@ -334,7 +365,6 @@ class Simulation {
       rs.recvDone.assign(plan.lanes.size(), 0);
       rs.ahead.assign(plan.lanes.size(), 0);
       rs.aheadStep.assign(plan.lanes.size(), -1);
-      stepFifos_[r].resize(plan.lanes.size());
       laneTasks_[r].resize(plan.lanes.size());
       laneDirty_[r].assign(plan.lanes.size(), 1);
       dirtyLanes_[r].resize(plan.lanes.size());
@@ -342,8 +372,7 @@ class Simulation {
       laneMinima_[r].reset(plan.lanes.size());
       for (size_t l = 0; l < plan.lanes.size(); ++l) {
         const Lane& lane = plan.lanes[l];
-        std::vector<StepFifos>& fifos = stepFifos_[r][l];
-        fifos.resize(lane.steps.size());
+        StepFifos* fifos = steps_.data() + firstStep_[firstLane_[size_t(r)] + l];
         for (size_t s = 0; s < lane.steps.size(); ++s) {
           const Step& step = lane.steps[s];
           const StepShape shape = stepShape(step.op);
@@ -475,7 +504,7 @@ class Simulation {
     const std::vector<Step>& steps = plans_[r].lanes[l].steps;
     if (rs.next[l] >= steps.size()) return;
     const Step& current = steps[rs.next[l]];
-    const StepShape& currentShape = stepFifos_[r][l][rs.next[l]].shape;
+    const StepShape& currentShape = stepAt(r, l, rs.next[l]).shape;
     if (currentShape.sends && !(currentShape.independent && rs.sendDone[l])) return;
     auto writes = [&](const Step& s, const StepShape& shape, const BufferRef& from,
                       uint32_t bytes) {
@@ -488,14 +517,14 @@ class Simulation {
         return true;
       }
       for (size_t k = rs.next[l] + 1; k < j; ++k) {
-        if (writes(steps[k], stepFifos_[r][l][k].shape, from, bytes)) return true;
+        if (writes(steps[k], stepAt(r, l, k).shape, from, bytes)) return true;
       }
       return false;
     };
     for (size_t j = rs.next[l] + 1 + rs.ahead[l];
          j < steps.size() && rs.ahead[l] < kMaxSendAheadSteps; ++j) {
       const Step& s = steps[j];
-      const StepShape& shape = stepFifos_[r][l][j].shape;
+      const StepShape& shape = stepAt(r, l, j).shape;
       if (shape.sends) {
         if (!shape.independent && s.op != StepOp::kSend) return;
         const uint32_t bytes = shape.independent ? s.sendBytes : s.bytes;
@@ -511,7 +540,7 @@ class Simulation {
   // Earliest time a part of step `at` of rank r's lane l (its current step, or an early send's)
   // could start as far as its FIFOs go, ignoring the rank and cores.
   double fifoReadyTime(int r, size_t l, Part part, size_t at) const {
-    const StepFifos& f = stepFifos_[r][l][at];
+    const StepFifos& f = stepAt(r, l, at);
     const StepShape& shape = f.shape;
     double t = 0;
     const bool recvs = part == Part::kRecvHalf || (part == Part::kWhole && shape.recvs);
@@ -579,13 +608,13 @@ class Simulation {
     out.count = 0;
     if (rs.next[l] >= plans_[r].lanes[l].steps.size()) return;
     const Step& s = plans_[r].lanes[l].steps[rs.next[l]];
-    const StepShape& shape = stepFifos_[r][l][rs.next[l]].shape;
+    const StepShape& shape = stepAt(r, l, rs.next[l]).shape;
     auto add = [&](Part part, size_t at) {
       out.tasks[out.count++] = LaneTask{fifoReadyTime(r, l, part, at), part, at};
     };
     if (rs.aheadStep[l] >= 0) {
       const size_t at = static_cast<size_t>(rs.aheadStep[l]);
-      add(stepFifos_[r][l][at].shape.independent ? Part::kSendHalf : Part::kWhole, at);
+      add(stepAt(r, l, at).shape.independent ? Part::kSendHalf : Part::kWhole, at);
     }
     if (!shape.independent) {
       add(Part::kWhole, rs.next[l]);
@@ -602,7 +631,7 @@ class Simulation {
     const Part part = rs.readyPart;
     const bool early = rs.readyStep != rs.next[l];
     const Step& s = plans_[r].lanes[l].steps[rs.readyStep];
-    const StepFifos& f = stepFifos_[r][l][rs.readyStep];
+    const StepFifos& f = stepAt(r, l, rs.readyStep);
     const StepShape& shape = f.shape;
     const double ready = rs.readyAt;
 
@@ -686,7 +715,7 @@ class Simulation {
         --rs.ahead[l];
         const StepOp op = steps[rs.next[l]].op;
         stepDone = op == StepOp::kSend;
-        rs.sendDone[l] = stepFifos_[r][l][rs.next[l]].shape.independent;
+        rs.sendDone[l] = stepAt(r, l, rs.next[l]).shape.independent;
       }
     }
     findEarlySend(r, l);
@@ -750,7 +779,12 @@ class Simulation {
   std::vector<bool> pairsStay_;                ///< per host: its ranks keep their core-mates
   std::vector<int> touched_;
   std::vector<RankState> ranks_;
-  std::vector<std::vector<std::vector<StepFifos>>> stepFifos_;
+  /// Every rank's steps (steps_[firstStep_[firstLane_[r] + l] + s]): one table, and on this
+  /// thread the same one for every simulation, as a ring at hundreds of ranks has tens of
+  /// thousands of steps that allocating afresh each time spent a tenth of the tuner's CPU on.
+  std::vector<StepFifos> steps_;
+  std::vector<size_t> firstLane_;
+  std::vector<size_t> firstStep_;
   std::vector<std::vector<LaneTasks>> laneTasks_;  ///< per rank and lane, valid unless dirty
   std::vector<std::vector<uint8_t>> laneDirty_;    ///< per rank and lane: changed since costed
   std::vector<std::vector<int32_t>> dirtyLanes_;   ///< per rank: the lanes laneDirty_ marks
