@@ -73,8 +73,10 @@ double alphaBetaAllReduceUs(const ClusterShape& cluster, Algorithm algo, uint64_
                             uint32_t chunkBytes, int nchannels);
 
 /// How the plans of `request` repeat with period `period` ranks, if they do: shifted (checked on
-/// the first period against the second, a middle and the last one) or XORed (against each bit
-/// above the period's and all of them together): same steps and bytes, peers mapped along.
+/// the first period against the second, then on its first, middle and last rank against a
+/// middle and the last period) or XORed (every rank against the next bit above the period's,
+/// the three against each further bit and all of them together): same steps and bytes, peers
+/// mapped along.
 std::optional<RankSymmetry> planSymmetry(const PlanRequest& request, int period);
 /// planSymmetry with the plans of ranks 0..period-1 built already (period = their count).
 std::optional<RankSymmetry> planSymmetry(const PlanRequest& request,
