@@ -21,10 +21,7 @@ constexpr double kProxyUs = 2.0;      // the proxy thread and the NIC's doorbell
 constexpr double kSwitchUs = 0.13;    // one InfiniBand NDR switch, port to port
 constexpr int kFatTreeSwitches = 5;   // leaf, spine, core, spine, leaf: the farthest two hosts
 constexpr double kReduceGBps = 1000;  // H100 HBM3 3.35 TB/s over two reads and a write
-constexpr int kNetSlots = 8;
-// The chunk braid-scale-table prices with by default; the ring's formula changes form above it.
-constexpr double kChunkForFormulas = 512
-                                     << 10;  // chunks in flight per connector (NCCL's NCCL_STEPS)
+constexpr int kNetSlots = 8;  // chunks in flight per connector (NCCL's NCCL_STEPS)
 
 double usPerByte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e3) : 0; }
 
@@ -115,6 +112,138 @@ bool periodMapsTo(const PlanRequest& request, const std::vector<Plan>& firstPeri
     if (!same) return false;
   }
   return true;
+}
+
+// The alpha-beta formulas (docs/scale.md#the-formulas): each follows the schedule its plan runs -
+// the hand-offs on the critical path, the pipeline's fill and drain, and the busiest link or
+// executor once chunks stream - on the cluster's constants.
+struct AlphaBeta {
+  AlphaBeta(const ClusterShape& c, uint64_t bytes, uint32_t chunkBytes, int nchannels)
+      : n(c.nranks()),
+        m(c.ranksPerHost),
+        h(c.hosts),
+        s(double(bytes)),
+        ch(std::max(1, nchannels)),
+        chunk(std::max<double>(1, chunkBytes)),
+        elem(bytes % 4 == 0 ? 4 : 1),
+        step(c.stepUs),
+        net(c.netLatencyUs),
+        aIn(c.stepUs + c.hopUs),
+        aOut(aIn + c.netLatencyUs),
+        bIn(usPerByte(c.nvlinkGBps)),
+        bOut(usPerByte(c.netGBps)),
+        g(usPerByte(c.reduceGBps)),
+        lgN(std::log2(n)),
+        lgM(std::log2(m)),
+        lgH(std::log2(h)) {}
+  double n, m, h, s, ch, chunk, elem;
+  double step, net, aIn, aOut;  ///< alpha_intra = step + hop, alpha_inter = alpha_intra + net
+  double bIn, bOut, g;          ///< beta_intra, beta_inter, gamma (us per byte)
+  double lgN, lgM, lgH;
+};
+
+// Ring: per channel S/c in rounds of n blocks of at most a chunk. A round's blocks travel a
+// diagonal of 2(n-1) hand-offs (one in m crosses hosts), and the next round starts with a Send
+// that waits for nothing but this rank's last step, so rounds add up. Alongside, the NIC of a
+// host's boundary rank carries every block of the channels that run its way (odd channels run
+// backwards, so half of them), and the executor runs every channel's steps: whichever is longest.
+double ringUs(const AlphaBeta& a) {
+  const double perChannel = a.s / a.ch;
+  const double rounds = std::max(1.0, std::ceil(perChannel / (a.n * a.chunk)));
+  const double block = perChannel / (rounds * a.n);
+  const double handoffs = 2 * (a.n - 1) * rounds;
+  const double crossing = a.h > 1 ? 1 / a.m : 0;
+  // Half the hand-offs reduce (gamma), half copy to the output and the next slot (2 beta_intra).
+  const double stepBytes = a.g / 2 + a.bIn;
+  const double chain =
+      handoffs * (a.aIn + crossing * a.net + block * (stepBytes + crossing * a.bOut));
+  const double nic = a.h > 1 ? handoffs * block * std::ceil(a.ch / 2) * a.bOut : 0;
+  const double executor = handoffs * a.ch * (a.step + block * stepBytes);
+  return std::max({chain, nic, executor});
+}
+
+// Double binary tree: tree t on channel t carries S/c in chunks, up and down log2 n levels. The
+// second tree's deepest path crosses hosts log2 h + 2 times each way (its leaves hang off the next
+// host's first rank), and going down a parent sends to two children on other hosts over one NIC,
+// the second after the first. After that first chunk's fill, each further chunk costs what the
+// busiest rank's NIC carries per chunk: interior in one tree (one chunk up, two down) and a leaf
+// of the other (one up), all on other hosts.
+double treeUs(const AlphaBeta& a) {
+  const double perChannel = a.s / a.ch;
+  const double piece = std::min(a.chunk, perChannel);
+  const double chunks = std::ceil(perChannel / piece);
+  const double crossings = a.h > 1 ? a.lgH + 2 : 0;
+  const double wires = a.h > 1 ? 3 * a.lgH + 4 : 0;  // up: crossings; down: 2 per level + 2
+  // Up: an interior rank adds two children's chunks; down: it keeps one copy and sends two.
+  const double fill = 2 * a.lgN * a.aIn + 2 * crossings * a.net +
+                      piece * (wires * a.bOut + a.lgN * (2 * a.g + 3 * a.bIn));
+  const double nicChunks = a.h >= 4 ? 4 : a.h == 2 ? 3 : 0;  // per chunk and pair of channels
+  const double nic = nicChunks * a.ch / 2 * piece * a.bOut;
+  const double executor = a.ch / 2 * (4 * a.step + piece * (2 * a.g + 5 * a.bIn));
+  return fill + (chunks - 1) * std::max(nic, executor);
+}
+
+// Recursive halving then doubling: partners 1, 2, 4 apart share a host. A rank sends 2(1-1/n) S
+// and copies in the (1-1/n) S the doubling brings, reduces (1-1/n) S, and sends 2(1/m - 1/n) S
+// between hosts. Each exchange is two halves, a step each.
+double rhdUs(const AlphaBeta& a) {
+  return 2 * (a.lgM * (a.aIn + a.step) + a.lgH * (a.aOut + a.step)) +
+         3 * (1 - 1 / a.n) * a.s * a.bIn + (1 - 1 / a.n) * a.s * a.g +
+         2 * (1 / a.m - 1 / a.n) * a.s * a.bOut;
+}
+
+// Recursive doubling: log2 n rounds of whole-vector exchanges, chunk by chunk, log2 m of them
+// inside the host first. A lane's rounds inside the host run its chunks one after another on the
+// executor (the other channel's lane catches up while the NIC is busy later). Across hosts a
+// round is either a chunk's crossing (latency), or - once chunks stream - every byte of both
+// channels through the rank's NIC, rounds back to back (a round's first chunk is reduced long
+// before its last has crossed), then the last chunk's crossing and reduction.
+double rdUs(const AlphaBeta& a) {
+  const double perChannel = a.s / a.ch;
+  const double piece = std::min(a.chunk, perChannel);
+  const double chunks = std::ceil(perChannel / piece);
+  // Send, then per chunk a receive-reduce (with the next chunk's send): 2 chunks tasks a round.
+  const double inside =
+      a.lgM * (a.aIn + (2 * chunks - 1) * a.step + perChannel * (a.bIn + a.g));
+  if (a.h <= 1) return inside;
+  const double latency = a.lgH * (a.aOut + a.step + piece * (a.bIn + a.bOut + a.g));
+  const double wire = a.lgH * a.s * a.bOut + a.aOut + a.step + piece * a.g;
+  const double executor = a.lgH * (2 * chunks * a.ch * a.step + a.s * (a.bIn + a.g));
+  return inside + std::max({latency, wire, executor});
+}
+
+// Hierarchical: per channel, rounds of m shards (hier: each cut into h pieces of at most a chunk,
+// as many rounds as that takes; hier_rhd: one round, pieces of a chunk). Inside the host every
+// piece is a ring reduce-scatter (then all-gather) of m-1 hand-offs, and a piece's ring starts
+// when this rank's last one ends: p (m-1) hand-offs a phase, unless the executor, running every
+// piece of every channel, takes longer. Across hosts each GPU carries its shard on its own NIC,
+// by a ring over the h pieces (2(h-1) hand-offs, or the NIC if longer) or by halving-doubling.
+double hierUs(const AlphaBeta& a, bool halving) {
+  const double perChannel = a.s / a.ch;
+  const double rounds = halving ? 1 : std::max(1.0, std::ceil(perChannel / (a.chunk * a.m * a.h)));
+  const double shard = perChannel / rounds / a.m;
+  // Pieces that hold data: hier's h pieces of a shard hold at least an element each.
+  const double pieces = halving ? std::max(1.0, std::ceil(shard / a.chunk))
+                                : std::min(a.h, std::max(1.0, std::ceil(shard / a.elem)));
+  const double steps = pieces * a.m * a.step;  // one channel's steps of a phase
+  const double handoffs = pieces * (a.m - 1) * a.aIn;
+  // The channels' lanes drift apart: the first to finish its reduce-scatter takes the NIC, and
+  // the others' reduce-scatter runs meanwhile, so only one channel's work is in the way.
+  const double scatter = std::max(handoffs + (a.m - 1) * shard * a.g,
+                                  steps + shard * (a.bIn + (a.m - 1) * a.g));
+  const double gather = std::max(handoffs + (a.m - 1) * shard * 2 * a.bIn,
+                                 a.ch * (steps + shard * 2 * (a.m - 1) * a.bIn));
+  double across = 0;
+  const double nicBytes = 2 * (a.h - 1) / a.h * a.ch * shard;  // every channel's shard
+  if (a.h > 1 && halving) {
+    // Chunks stream through the NIC while the executor reduces the ones that have arrived.
+    across = 2 * a.lgH * (a.aOut + a.step) + nicBytes * a.bOut;
+  } else if (a.h > 1) {
+    const double piece = shard / a.h;
+    across = std::max(2 * (a.h - 1) * (a.aOut + piece * (a.bOut + a.g / 2 + a.bIn)),
+                      nicBytes * a.bOut);
+  }
+  return rounds * (scatter + across + gather);
 }
 
 }  // namespace
@@ -233,11 +362,11 @@ Result<Price> priceAllReduce(const ClusterShape& c, Algorithm algo, uint64_t byt
   const PlanRequest q = requestFor(c, algo, bytes, chunkBytes, nchannels);
   if (const std::optional<RankSymmetry> symmetry = planSymmetry(q, c.ranksPerHost)) {
     ASSIGN_OR_RETURN(double us, simulateRequest(c, q, symmetry));
-    return Price{us, PriceRoute::kPeriodic};
+    return Price{us, PriceRoute::kPeriodic, bytes};
   }
   if (stepsOfRankZero(q) * uint64_t(n) <= stepBudget) {
     ASSIGN_OR_RETURN(double us, simulateRequest(c, q, std::nullopt));
-    return Price{us, PriceRoute::kFull};
+    return Price{us, PriceRoute::kFull, bytes};
   }
   // Fewer elements than a whole number per rank: round up to the next whole number.
   const uint64_t whole = uint64_t(n) * uint64_t(nchannels);  // an element per rank and channel
@@ -246,7 +375,7 @@ Result<Price> priceAllReduce(const ClusterShape& c, Algorithm algo, uint64_t byt
     rounded.count = (q.count / whole + 1) * whole;
     if (const std::optional<RankSymmetry> symmetry = planSymmetry(rounded, c.ranksPerHost)) {
       ASSIGN_OR_RETURN(double us, simulateRequest(c, rounded, symmetry));
-      return Price{us, PriceRoute::kRounded};
+      return Price{us, PriceRoute::kRounded, rounded.count * rounded.elemSize};
     }
   }
   // Linear in bytes past the budget: the two largest halvings of the size that fit.
@@ -265,61 +394,19 @@ Result<Price> priceAllReduce(const ClusterShape& c, Algorithm algo, uint64_t byt
   ASSIGN_OR_RETURN(Price atHigh, priceAllReduce(c, algo, high, chunkBytes, nchannels, stepBudget));
   ASSIGN_OR_RETURN(Price atLow, priceAllReduce(c, algo, low, chunkBytes, nchannels, stepBudget));
   const double slope = (atHigh.us - atLow.us) / double(high - low);
-  return Price{atHigh.us + slope * double(bytes - high), PriceRoute::kLinear};
+  return Price{atHigh.us + slope * double(bytes - high), PriceRoute::kLinear, bytes};
 }
 
 double alphaBetaAllReduceUs(const ClusterShape& c, Algorithm algo, uint64_t bytes,
                             uint32_t chunkBytes, int nchannels) {
-  const double n = c.nranks();
-  const double m = c.ranksPerHost;
-  const double h = c.hosts;
-  const double s = double(bytes);
-  const double alphaIn = c.stepUs + c.hopUs;
-  const double alphaOut = alphaIn + c.netLatencyUs;
-  const double betaIn = usPerByte(c.nvlinkGBps);
-  const double betaOut = usPerByte(c.netGBps);
-  const double gamma = usPerByte(c.reduceGBps);
-  const double lgM = std::log2(m);
-  const double lgH = std::log2(h);
-  const double ch = std::max(1, nchannels);
+  const AlphaBeta ab(c, bytes, chunkBytes, nchannels);
   switch (algo) {
-    case Algorithm::kRing: {
-      // 2(n-1) hand-offs, one in m of them between hosts. While a block fits one chunk each
-      // hop forwards it whole, so the hops' costs add up (the mean hop); with more chunks per
-      // block they pipeline and the slowest hop sets the pace.
-      const double alpha = alphaIn + (h > 1 ? c.netLatencyUs / m : 0);
-      const double block = s / ch / n;
-      const double out = h > 1 ? betaOut : betaIn;
-      const double beta = block <= double(chunkBytes) ? ((m - 1) * (betaIn + gamma) + out) / m
-                                                      : std::max(betaIn + gamma, out);
-      return 2 * (n - 1) * alpha + 2 * (n - 1) / n * (s / ch) * beta;
-    }
-    case Algorithm::kTree:
-      // Up and down log2 n levels (log2 m of them inside a host). A rank is interior in one
-      // tree, where it sends each of its s/2 up once and down twice, and a leaf of the other
-      // (s/2 up): 2s through its NIC.
-      return 2 * (lgM * alphaIn + lgH * alphaOut) + 2 * s * (h > 1 ? betaOut : betaIn);
-    case Algorithm::kRhd:
-      // Partners 1, 2, 4 apart share a host. A rank sends 2(1-1/n) s and copies in the (1-1/n)
-      // s the doubling brings, reduces (1-1/n) s, and sends 2(1/m - 1/n) s between hosts.
-      // Each exchange is two halves, a step each.
-      return 2 * (lgM * (alphaIn + c.stepUs) + lgH * (alphaOut + c.stepUs)) +
-             3 * (1 - 1 / n) * s * betaIn + (1 - 1 / n) * s * gamma +
-             2 * (1 / m - 1 / n) * s * betaOut;
-    case Algorithm::kRd:
-      // log2 n whole-vector exchanges, log2 m of them inside a host.
-      return lgM * (alphaIn + c.stepUs + s * (betaIn + gamma)) +
-             lgH * (alphaOut + c.stepUs + s * (betaOut + gamma));
-    case Algorithm::kHier:
-    case Algorithm::kHierRhd: {
-      // Reduce-scatter and all-gather inside the host, then each GPU's 1/m of the message
-      // across hosts on its own NIC: by a ring (2(h-1) hand-offs) or halving-doubling
-      // (2 log2 h).
-      const double across = algo == Algorithm::kHier ? 2 * (h - 1) : 2 * lgH;
-      const double exchange = algo == Algorithm::kHier ? 0 : c.stepUs;  // two halves each
-      return 2 * (m - 1) * alphaIn + across * (alphaOut + exchange) + 2 * (m - 1) / m * s * betaIn +
-             (m - 1) / m * s * gamma + 2 * (h - 1) / h * (s / m) * (betaOut + gamma);
-    }
+    case Algorithm::kRing: return ringUs(ab);
+    case Algorithm::kTree: return treeUs(ab);
+    case Algorithm::kRhd: return rhdUs(ab);
+    case Algorithm::kRd: return rdUs(ab);
+    case Algorithm::kHier: return hierUs(ab, false);
+    case Algorithm::kHierRhd: return hierUs(ab, true);
     default: return -1;
   }
 }

@@ -60,6 +60,8 @@ std::string_view priceRouteName(PriceRoute route);
 struct Price {
   double us = 0;
   PriceRoute route = PriceRoute::kFull;
+  /// Bytes per rank whose time this is: those asked, but rounded up on the kRounded route.
+  uint64_t bytes = 0;
 };
 
 /// The simulated time of one all-reduce of `bytes` per rank with `algo` on the cluster, with the

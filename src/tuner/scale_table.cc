@@ -157,7 +157,8 @@ int run(int argc, char** argv) {
           continue;
         }
         row.prices[a] = *p;
-        row.formulas[a] = alphaBetaAllReduceUs(*cluster, a, bytes, o.chunkBytes, o.nchannels);
+        // The formula at the bytes the simulation priced (a rounded count stands for its own).
+        row.formulas[a] = alphaBetaAllReduceUs(*cluster, a, p->bytes, o.chunkBytes, o.nchannels);
       }
       Algorithm best = Algorithm::kRing;
       double bestUs = -1;
