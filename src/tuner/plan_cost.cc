@@ -236,6 +236,10 @@ class Simulation {
   ~Simulation() {
     steps_.clear();
     steps_.swap(spareSteps());
+    if (!denseFifos_.empty()) {
+      for (uint64_t key : fifoKeys_) denseFifos_[key] = -1;
+      denseFifos_.swap(spareFifoTable());
+    }
   }
   Simulation(const Simulation&) = delete;
   Simulation& operator=(const Simulation&) = delete;
@@ -274,6 +278,25 @@ class Simulation {
   static std::vector<StepFifos>& spareSteps() {
     thread_local std::vector<StepFifos> spare;
     return spare;
+  }
+  static std::vector<int32_t>& spareFifoTable() {
+    thread_local std::vector<int32_t> spare;
+    return spare;
+  }
+  // Keys of one period's senders to every rank up to which the FIFOs are found in a table rather
+  // than a hash map (4 MiB of it).
+  static constexpr uint64_t kDenseFifoKeys = uint64_t{1} << 20;
+  // Sizes the FIFO index to the plans' channels; a table where it is small enough.
+  void setUpFifoIndex() {
+    int highest = 0;
+    for (const Plan& plan : plans_) {
+      for (const Lane& lane : plan.lanes) highest = std::max(highest, lane.channel);
+    }
+    channels_ = uint64_t(highest) + 1;
+    const uint64_t keys = uint64_t(n()) * uint64_t(world()) * channels_;
+    if (keys > kDenseFifoKeys) return;
+    denseFifos_.swap(spareFifoTable());
+    if (denseFifos_.size() < keys) denseFifos_.resize(keys, -1);
   }
   StepFifos& stepAt(int r, size_t l, size_t s) {
     return steps_[firstStep_[firstLane_[size_t(r)] + l] + s];
@@ -334,6 +357,7 @@ class Simulation {
     for (size_t h = 0; h < m_.cores.size(); ++h) {
       pairsStay_[h] = !coreFree_[h].empty() && ranksOn[h] % int(coreFree_[h].size()) == 0;
     }
+    setUpFifoIndex();
     windows_.assign(plans_.size(), 0);
     for (size_t r = 0; m_.shmBudgetBytes != 0 && r < plans_.size(); ++r) {
       windows_[r] = sendWindowFor(plans_[r], m_.shmBudgetBytes);
@@ -452,9 +476,16 @@ class Simulation {
       to = (to - offset + world()) % world();
     }
     const uint64_t key =
-        (uint64_t(from) * uint64_t(world()) + uint64_t(to)) * 4096u + uint64_t(channel);
-    auto [it, fresh] = fifoIndex_.try_emplace(key, static_cast<int32_t>(fifos_.size()));
-    if (fresh) {
+        (uint64_t(from) * uint64_t(world()) + uint64_t(to)) * channels_ + uint64_t(channel);
+    int32_t* slot = nullptr;
+    if (!denseFifos_.empty()) {
+      slot = &denseFifos_[key];
+    } else {
+      slot = &fifoIndex_.try_emplace(key, -1).first->second;
+    }
+    if (*slot < 0) {
+      *slot = static_cast<int32_t>(fifos_.size());
+      fifoKeys_.push_back(key);
       Fifo f;
       f.sender = from;
       f.receiver = to % n();
@@ -467,7 +498,7 @@ class Simulation {
       f.ringUsed.push_back(0);
       fifos_.push_back(std::move(f));
     }
-    return it->second;
+    return *slot;
   }
 
   /// The link from one rank to another; false where the machine has none (all local).
@@ -792,7 +823,12 @@ class Simulation {
   std::vector<int32_t> recvLaneOf_;                ///< per FIFO: its receiver's lane using it
   std::vector<int32_t> sendLaneOf_;                ///< per FIFO: its sender's lane using it
   std::vector<Fifo> fifos_;
+  /// FIFO by (sender, receiver, channel) key: a table where one period's senders to every rank
+  /// fit kDenseFifoKeys (the thread's table, handed on: -1 but at fifoKeys_), else a map.
+  std::vector<int32_t> denseFifos_;
   std::unordered_map<uint64_t, int32_t> fifoIndex_;
+  std::vector<uint64_t> fifoKeys_;  ///< per FIFO: its key
+  uint64_t channels_ = 1;           ///< one above the plans' highest channel
   std::vector<double> wireFree_;
   std::vector<uint64_t> windows_;  ///< per rank: its plan's send window within a host
 };
