@@ -228,8 +228,12 @@ Status QpConnector::answer(int peer, Socket& socket, bool* answered) {
       if (pair.state == State::kNone) pair.state = State::kServing;
       *answered = true;
       mine = openLocked(peer);
+    } else if (me < peer && (pair.state == State::kConnecting || pair.state == State::kUp)) {
+      // This rank's own attempt wins, or has already won: the asker's acceptor serves (or served)
+      // it, and the asker's attempt waits for that. (The asker's request may arrive after this
+      // rank's attempt completed: exchanges run on threads of their own.)
+      reply.verdict = Verdict::kDefer;
     } else {
-      reply.verdict = pair.state == State::kConnecting ? Verdict::kDefer : Verdict::kRefuse;
       setReason(reply, "the pair is already connected or failed");
     }
   }
