@@ -108,13 +108,14 @@ Result<std::unique_ptr<IbProxy>> IbProxy::create(ProxyOptions options,
 }
 
 Result<QpInfo> IbProxy::openPeer(int r) {
-  if (!linked(r) || peers_[r])
+  if (!linked(r) || peers_[r]) {
     return internalError("RDMA transport: rank " + std::to_string(r) +
                          " opened twice or not linked");
+  }
   const VerbsApi& api = api_;
   IbDevice& dev = *device_;
   auto peer = std::make_unique<Peer>();
-  // Made whole before it is stored: the destructor frees whatever a failure left behind.
+  // Stored first: the destructor frees whatever a failure below leaves behind.
   Peer& q = *peer;
   peers_[r] = std::move(peer);
   const int cqe = sendDepth_ + recvDepth_;

@@ -27,7 +27,7 @@ struct Request {
 
 enum class Verdict : uint32_t {
   kAccept = 1,  ///< info is the peer's half, sent after its queue pair reached RTR
-  kDefer = 2,   ///< the answering rank is lower and connecting too: its attempt wins
+  kDefer = 2,   ///< the answering rank is lower and connecting (or connected): its attempt wins
   kRefuse = 3,  ///< reason says why
 };
 
