@@ -42,6 +42,7 @@ Result<RecvConnector> NetworkTransport::recvConnector(int peer, int channel) {
     return internalError("no " + std::string(medium_) + " FIFO from rank " + std::to_string(peer) +
                          " channel " + std::to_string(channel));
   }
+  RETURN_IF_ERROR(connectForRecv(peer));
   return RecvConnector(proxy_->recvFifo(peer, channel), proxy_->waker());
 }
 

@@ -43,6 +43,8 @@ class NetworkTransport : public Transport {
   /// Called before the first send FIFO to a linked `peer` is handed out: a transport that links
   /// peers on first use connects here (the default links everyone at creation).
   virtual Status connectForSend(int /*peer*/) { return okStatus(); }
+  /// The same before the first receive FIFO from a linked `peer` is handed out.
+  virtual Status connectForRecv(int /*peer*/) { return okStatus(); }
   void setLinkedPeers(int peers) { linkedPeers_ = peers; }
 
  private:

@@ -38,6 +38,7 @@ Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& c
     tcpWanted[p] = media.tcp && wanted[p] && !path->rdma_->canConnect(p);
   }
   ASSIGN_OR_RETURN(path->tcp_, SocketTransport::create(own, tcpWanted));
+  RETURN_IF_ERROR(path->rdma_->connectAll());
   RETURN_IF_ERROR(path->tcp_->connectAll());
   // A rank must not tear its listener down while a peer still opens streams to it: the set-up
   // ends only once every rank's streams are open.

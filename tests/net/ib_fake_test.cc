@@ -271,6 +271,90 @@ TEST_F(FakeFabricComm, PeerThatDisappearsFailsTheOthersWithRemoteError) {
   }));
 }
 
+// ---- Queue pairs on first use -------------------------------------------------------------------
+
+// Four ranks, each on its own host, so every pair may use RDMA; only ranks 1 and 3 talk. (The call
+// check links each rank with its ring successor at init: off here, so that only the plans count.)
+TEST_F(FakeFabricComm, SendRecvConnectsOnlyThePairThatTalks) {
+  setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {ibPort(3)}}}));
+  std::atomic<int> sent{0};
+  FakeStats during;
+  expectAllEmpty(runThreads(
+      {0, 1, 2, 3}, {"BRAID_CALL_CHECK=0"}, [&](int r, int, braidComm_t comm) -> std::string {
+        std::vector<float> data(4096, r == 1 ? 2.5f : 0.0f);
+        braidResult_t rc = braidSuccess;
+        if (r == 1) rc = braidSend(data.data(), data.size(), braidFloat32, 3, comm, nullptr);
+        if (r == 3) rc = braidRecv(data.data(), data.size(), braidFloat32, 1, comm, nullptr);
+        if (rc != braidSuccess) return std::string("send/recv: ") + braidGetLastError(comm);
+        if (r == 3 && (data.front() != 2.5f || data.back() != 2.5f)) return "wrong data received";
+        // Everyone is still up when rank 0 counts the fabric's queue pairs.
+        sent.fetch_add(1);
+        while (sent.load() < 4) std::this_thread::yield();
+        if (r == 0) during = fakeStats();
+        sent.fetch_add(1);
+        while (sent.load() < 8) std::this_thread::yield();
+        return "";
+      }));
+  EXPECT_EQ(during.qps, 2) << "one queue pair at each end of the pair 1-3, none for the others";
+  EXPECT_EQ(during.qpsEverConnected, 2);
+  EXPECT_EQ(during.cqs, 2) << "completion queues come with the queue pairs";
+  EXPECT_EQ(during.contexts, 4) << "every rank opened its device (it may need it)";
+  EXPECT_GT(during.writesWithImm, 0u);
+  const FakeStats after = fakeStats();
+  EXPECT_EQ(after.qps, 0) << "queue pairs leaked";
+  EXPECT_EQ(after.mrs, 0) << "memory regions leaked";
+  EXPECT_EQ(after.cqs, 0);
+  EXPECT_EQ(after.failedWrites, 0u) << after.lastError;
+}
+
+// A ring all-reduce over five hosts uses each rank's two ring neighbours: five pairs of ten, and
+// the call check's links at init are ring pairs too.
+TEST_F(FakeFabricComm, RingAllReduceConnectsOnlyRingNeighbours) {
+  setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {ibPort(3)}}}));
+  const int n = 5;
+  std::vector<CollCase> cases = conformanceCases(n, {273}, {65537});
+  std::erase_if(cases, [](const CollCase& c) { return c.coll != TestColl::kAllReduce; });
+  ASSERT_FALSE(cases.empty());
+  expectAllEmpty(
+      runThreads({0, 1, 2, 3, 4}, {"BRAID_ALGO=ring", "BRAID_NCHANNELS=2"},
+                 [&](int r, int nr, braidComm_t comm) { return runCases(comm, r, nr, cases); }));
+  const FakeStats s = fakeStats();
+  EXPECT_GT(s.writesWithImm, 0u);
+  EXPECT_EQ(s.failedWrites, 0u) << s.lastError;
+  EXPECT_EQ(s.qpsEverConnected, 2 * n) << "n ring pairs, not n(n-1)/2";
+  EXPECT_EQ(s.qps, 0) << "queue pairs leaked";
+  EXPECT_EQ(s.mrs, 0) << "memory regions leaked";
+}
+
+// Rank 2 leaves before anyone used it: rank 0's receive from it and rank 1's send to it fail,
+// naming it, instead of waiting for a queue pair that never comes.
+TEST_F(FakeFabricComm, PeerGoneBeforeFirstUseFailsTheRankThatNeedsIt) {
+  setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {ibPort(3)}}}));
+  std::atomic<int> gone{0};
+  expectAllEmpty(runThreads(
+      {0, 1, 2}, {"BRAID_CALL_CHECK=0"}, [&](int r, int, braidComm_t& comm) -> std::string {
+        if (r == 2) {
+          braidCommAbort(comm);
+          comm = nullptr;
+          gone.store(1);
+          return "";
+        }
+        while (gone.load() == 0) std::this_thread::yield();
+        std::vector<float> data(1024, 1.0f);
+        const braidResult_t rc =
+            r == 0 ? braidRecv(data.data(), data.size(), braidFloat32, 2, comm, nullptr)
+                   : braidSend(data.data(), data.size(), braidFloat32, 2, comm, nullptr);
+        const std::string why = braidGetLastError(comm);
+        if (rc != braidRemoteError || why.find("rank 2") == std::string::npos) {
+          return std::string("expected braidRemoteError naming rank 2, got ") +
+                 braidGetErrorString(rc) + ": " + why;
+        }
+        return "";
+      }));
+  EXPECT_EQ(fakeStats().qpsEverConnected, 0);
+  EXPECT_EQ(fakeStats().qps, 0) << "queue pairs leaked";
+}
+
 TEST(QpRetryLimits, FitThePeerTimeout) {
   // What a write to a silent peer waits before its completion fails: the first try and
   // retryCount retries of 4.096 us x 2^timeout each.

@@ -77,18 +77,13 @@ Result<std::unique_ptr<IbProxy>> IbProxy::create(ProxyOptions options,
   const uint32_t nslots = p->options().nslots;
   const size_t fifos = size_t(n) * channels;
 
-  std::vector<int> links(n, 0);  // one queue pair per linked peer
   p->peers_.resize(n);
-  int linkedPeers = 0;
-  for (int r = 0; r < n && r < static_cast<int>(linked.size()); ++r) {
-    if (!linked[r]) continue;
-    links[r] = 1;
-    ++linkedPeers;
-    p->peers_[r] = std::make_unique<Peer>();
-  }
+  p->adopted_.assign(n, 0);
+  p->lost_ = std::make_unique<std::atomic<bool>[]>(n);
   p->send_.resize(fifos);
   p->recv_.resize(fifos);
-  RETURN_IF_ERROR(p->setUpFifos(links));
+  // No link is up before its peer's first use.
+  RETURN_IF_ERROR(p->setUpFifos(std::vector<int>(n, 0), linked));
   // Every slot may be in flight as two writes, plus credits, announcements, a notice, probes.
   p->sendDepth_ = static_cast<int>(4 * nslots * channels + channels + 16);
   p->recvDepth_ = static_cast<int>(2 * nslots * channels + channels + 16);
@@ -96,11 +91,10 @@ Result<std::unique_ptr<IbProxy>> IbProxy::create(ProxyOptions options,
     p->sendDepth_ = std::min(p->sendDepth_, dev.maxQpWr());
     p->recvDepth_ = std::min(p->recvDepth_, dev.maxQpWr());
   }
+  p->controlStride_ = roundUp(sizeof(Announce) * channels + sizeof(WireNotice), 64);
 
   RETURN_IF_ERROR(p->openWakeup(kEventTag));
   p->cache_ = std::make_unique<MrCache>(api, dev.pd());
-  if (linkedPeers == 0) return p;
-
   p->channel_ = api.createCompChannel(dev.context());
   if (p->channel_ == nullptr) return systemError("ibv_create_comp_channel failed");
   const int flags = ::fcntl(p->channel_->fd, F_GETFL);
@@ -109,72 +103,109 @@ Result<std::unique_ptr<IbProxy>> IbProxy::create(ProxyOptions options,
   ev.events = EPOLLIN;
   ev.data.u64 = kChannelTag;
   ::epoll_ctl(p->epollFd(), EPOLL_CTL_ADD, p->channel_->fd, &ev);
-  const int cqe = std::min(linkedPeers * (p->sendDepth_ + p->recvDepth_), 1 << 20);
-  p->cq_ = api.createCq(dev.context(), cqe, nullptr, p->channel_, 0);
-  if (p->cq_ == nullptr)
-    return systemError("ibv_create_cq of " + std::to_string(cqe) + " entries failed");
-
-  p->controlStride_ = roundUp(sizeof(Announce) * channels + sizeof(WireNotice), 64);
-  p->controls_.assign(size_t(linkedPeers) * 2 * p->controlStride_, 0);
-  p->controlMr_ = api.regMr(dev.pd(), p->controls_.data(), p->controls_.size(),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (p->controlMr_ == nullptr) return systemError("ibv_reg_mr of the control blocks failed");
-
-  for (int r = 0; r < n; ++r) {
-    if (!p->linked(r)) continue;
-    Peer& peer = *p->peers_[r];
-    ibv_qp_init_attr init{};
-    init.send_cq = p->cq_;
-    init.recv_cq = p->cq_;
-    init.cap.max_send_wr = static_cast<uint32_t>(p->sendDepth_);
-    init.cap.max_recv_wr = static_cast<uint32_t>(p->recvDepth_);
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
-    init.qp_type = IBV_QPT_RC;
-    peer.qp = api.createQp(dev.pd(), &init);
-    if (peer.qp == nullptr)
-      return systemError("ibv_create_qp for rank " + std::to_string(r) + " failed");
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = dev.port();
-    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    if (api.modifyQp(peer.qp, &attr,
-                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      return systemError("queue pair for rank " + std::to_string(r) + ": INIT failed");
-    }
-    uint32_t psn = 0;
-    RETURN_IF_ERROR(randomBytes(&psn, sizeof(psn)));
-    peer.psn = psn & 0xffffff;
-    for (int i = 0; i < p->recvDepth_; ++i) {
-      ibv_recv_wr wr{};
-      wr.wr_id = wrId(kRecvWr, r, 0, 0);
-      ibv_recv_wr* bad = nullptr;
-      if (api.postRecv(peer.qp, &wr, &bad) != 0) return systemError("ibv_post_recv failed");
-    }
-  }
+  RETURN_IF_ERROR(p->startThread());
   return p;
+}
+
+Result<QpInfo> IbProxy::openPeer(int r) {
+  if (!linked(r) || peers_[r]) {
+    return internalError("RDMA transport: rank " + std::to_string(r) +
+                         " opened twice or not linked");
+  }
+  const VerbsApi& api = api_;
+  IbDevice& dev = *device_;
+  auto peer = std::make_unique<Peer>();
+  // Stored first: the destructor frees whatever a failure below leaves behind.
+  Peer& q = *peer;
+  peers_[r] = std::move(peer);
+  const int cqe = sendDepth_ + recvDepth_;
+  q.cq = api.createCq(dev.context(), cqe, nullptr, channel_, 0);
+  if (q.cq == nullptr) {
+    return systemError("ibv_create_cq of " + std::to_string(cqe) + " entries for rank " +
+                       std::to_string(r) + " failed");
+  }
+  q.control.assign(2 * controlStride_, 0);
+  q.controlMr = api.regMr(dev.pd(), q.control.data(), q.control.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (q.controlMr == nullptr) return systemError("ibv_reg_mr of a control block failed");
+  ibv_qp_init_attr init{};
+  init.send_cq = q.cq;
+  init.recv_cq = q.cq;
+  init.cap.max_send_wr = static_cast<uint32_t>(sendDepth_);
+  init.cap.max_recv_wr = static_cast<uint32_t>(recvDepth_);
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.qp_type = IBV_QPT_RC;
+  q.qp = api.createQp(dev.pd(), &init);
+  if (q.qp == nullptr)
+    return systemError("ibv_create_qp for rank " + std::to_string(r) + " failed");
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = dev.port();
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (api.modifyQp(q.qp, &attr,
+                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    return systemError("queue pair for rank " + std::to_string(r) + ": INIT failed");
+  }
+  uint32_t psn = 0;
+  RETURN_IF_ERROR(randomBytes(&psn, sizeof(psn)));
+  q.psn = psn & 0xffffff;
+  for (int i = 0; i < recvDepth_; ++i) {
+    ibv_recv_wr wr{};
+    wr.wr_id = wrId(kRecvWr, r, 0, 0);
+    ibv_recv_wr* bad = nullptr;
+    if (api.postRecv(q.qp, &wr, &bad) != 0) return systemError("ibv_post_recv failed");
+  }
+  return localInfo(r);
 }
 
 IbProxy::~IbProxy() {
   close(false, 0);
   for (auto& peer : peers_) {
-    if (peer && peer->qp != nullptr) api_.destroyQp(peer->qp);
+    if (!peer) continue;
+    if (peer->qp != nullptr) api_.destroyQp(peer->qp);
+    if (peer->cq != nullptr) api_.destroyCq(peer->cq);
+    if (peer->controlMr != nullptr) api_.deregMr(peer->controlMr);
   }
   cache_.reset();
-  if (controlMr_ != nullptr) api_.deregMr(controlMr_);
-  if (cq_ != nullptr) api_.destroyCq(cq_);
   if (channel_ != nullptr) api_.destroyCompChannel(channel_);
   device_.reset();
   // The FIFO arena (NetworkProxy's) is unmapped after this: its registrations are gone by now.
 }
 
-size_t IbProxy::controlOffset(int peer, bool inbox) const {
-  return (size_t(fifos().slot(peer)) * 2 + (inbox ? 0 : 1)) * controlStride_;
+char* IbProxy::controlBlock(int peer, bool inbox) const {
+  return const_cast<char*>(peers_[peer]->control.data()) + (inbox ? 0 : controlStride_);
 }
 
-char* IbProxy::controlBlock(int peer, bool inbox) const {
-  return const_cast<char*>(controls_.data()) + controlOffset(peer, inbox);
+void IbProxy::peerConnected(int peer) {
+  {
+    std::lock_guard<std::mutex> lock(connectedMu_);
+    connected_.push_back(peer);
+    connectedPending_.store(true, std::memory_order_release);
+  }
+  linkOpened(peer);
+  wakeProxy();
+}
+
+void IbProxy::peerLost(int peer) {
+  lost_[peer].store(true, std::memory_order_release);
+  wakeRank();
+}
+
+void IbProxy::takeConnected() {
+  if (!connectedPending_.load(std::memory_order_acquire)) return;
+  std::vector<int> taken;
+  {
+    std::lock_guard<std::mutex> lock(connectedMu_);
+    taken.swap(connected_);
+    connectedPending_.store(false, std::memory_order_relaxed);
+  }
+  for (int peer : taken) {
+    if (adopted_[peer]) continue;
+    adopted_[peer] = 1;
+    active_.push_back(peer);
+  }
 }
 
 QpInfo IbProxy::localInfo(int peer) const {
@@ -187,7 +218,7 @@ QpInfo IbProxy::localInfo(int peer) const {
   info.mtu = static_cast<uint8_t>(device_->mtu());
   std::memcpy(info.gid, device_->gid().raw, sizeof(info.gid));
   info.controlAddr = reinterpret_cast<uint64_t>(controlBlock(peer, /*inbox=*/true));
-  info.controlRkey = controlMr_->rkey;
+  info.controlRkey = p.controlMr->rkey;
   info.nslots = options().nslots;
   info.slotBytes = options().slotBytes;
   info.maxChannels = static_cast<uint32_t>(options().maxChannels);
@@ -249,11 +280,12 @@ Status IbProxy::connect(int peer, const QpInfo& remote) {
   return okStatus();
 }
 
-Status IbProxy::start() { return startThread(); }
-
 bool IbProxy::peerAlive(int peer) {
   if (!linked(peer)) return true;
-  if (!linkUp(peer, std::memory_order_acquire)) return false;
+  if (lost_[peer].load(std::memory_order_acquire)) return false;
+  if (!NetworkProxy::peerAlive(peer)) return false;
+  // Not connected yet: nothing to probe (a peer gone before its first use fails the exchange).
+  if (!linkUp(peer, std::memory_order_acquire)) return true;
   // Only a write notices that a peer's queue pair is gone; ask the proxy for one.
   Peer& p = *peers_[peer];
   if (!p.probe.exchange(true)) {
@@ -276,6 +308,7 @@ void IbProxy::run() {
   for (;;) {
     const Mode mode = currentMode(std::memory_order_acquire);
     if (mode == Mode::kStop) break;
+    takeConnected();
     bool moved = refreshOpened();
     if (mode == Mode::kFlush) {
       const auto now = Clock::now();
@@ -319,7 +352,7 @@ void IbProxy::run() {
     // Sleep: raise `sleeping` and arm the completion queue, then look once more (fifo.h).
     announceSleep(waker());
     sleeping = true;
-    if (cq_ != nullptr) api_.reqNotifyCq(cq_, 0);
+    for (int peer : active_) api_.reqNotifyCq(peers_[peer]->cq, 0);
     if ((!lingering && (scanRecvs() | scanSends() | sendNotices() | sendProbes())) |
         pollCompletions()) {
       waker()->sleeping.store(0, std::memory_order_relaxed);
@@ -336,9 +369,7 @@ void IbProxy::run() {
       } else if (channel_ != nullptr) {
         ibv_cq* cq = nullptr;
         void* context = nullptr;
-        unsigned got = 0;
-        while (api_.getCqEvent(channel_, &cq, &context) == 0) ++got;
-        if (got > 0) api_.ackCqEvents(cq_, got);
+        while (api_.getCqEvent(channel_, &cq, &context) == 0) api_.ackCqEvents(cq, 1);
       }
     }
     idle = false;
@@ -384,7 +415,9 @@ Status IbProxy::postWrite(int peer, uint64_t id, ibv_sge* sge, uint64_t remote, 
 
 bool IbProxy::scanSends() {
   return sendPosted(
-      [this](size_t f, int, int) { return send_[f].registered && send_[f].announced; },
+      [this](size_t f, int peer, int) {
+        return adopted_[peer] && send_[f].registered && send_[f].announced;
+      },
       [this](size_t f, int peer, int channel, const FifoView& v, uint64_t seq) {
         return writeSlot(f, peer, channel, v, seq);
       });
@@ -434,7 +467,7 @@ bool IbProxy::scanRecvs() {
   bool announced = false;
   const bool credited = returnCredits(
       [&](size_t f, int peer, int channel) {
-        if (peers_[peer]->outstanding >= sendDepth_) return false;
+        if (!adopted_[peer] || peers_[peer]->outstanding >= sendDepth_) return false;
         if (recv_[f].announced) return true;
         // The sender learns where the FIFO is before any credit: only then may it write.
         announced |= announce(f, peer, channel);
@@ -470,7 +503,7 @@ bool IbProxy::announce(size_t fifo, int peer, int channel) {
   out->rkey = mr.value()->rkey;
   out->valid = 1;
   ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(Announce)),
-              controlMr_->lkey};
+              p.controlMr->lkey};
   Status s = postWrite(peer, wrId(kControlWr, peer, channel, 1), &sge,
                        p.remoteControl + uint64_t(channel) * sizeof(Announce), p.remoteControlRkey,
                        packImm(ImmKind::kAnnounce, static_cast<uint32_t>(channel), 0));
@@ -485,6 +518,7 @@ bool IbProxy::announce(size_t fifo, int peer, int channel) {
 bool IbProxy::sendNotices() {
   const size_t noticeOffset = sizeof(Announce) * options().maxChannels;
   return sendNotice([&](int r, const Notice& notice) {
+    if (!adopted_[r]) return;
     Peer& p = *peers_[r];
     const std::string& message = notice.failure.status.message();
     auto* out = reinterpret_cast<WireNotice*>(controlBlock(r, false) + noticeOffset);
@@ -495,7 +529,7 @@ bool IbProxy::sendNotices() {
     out->bytes = static_cast<uint32_t>(std::min(message.size(), sizeof(out->text)));
     std::memcpy(out->text, message.data(), out->bytes);
     ibv_sge sge{reinterpret_cast<uint64_t>(out), static_cast<uint32_t>(sizeof(WireNotice)),
-                controlMr_->lkey};
+                p.controlMr->lkey};
     (void)postWrite(r, wrId(kControlWr, r, 0, 1), &sge, p.remoteControl + noticeOffset,
                     p.remoteControlRkey,
                     packImm(ImmKind::kNotice, 0, static_cast<uint32_t>(out->code)));
@@ -508,9 +542,12 @@ bool IbProxy::sendProbes() {
   const auto now = Clock::now();
   bool moved = false;
   for (int r = 0; r < options().nranks; ++r) {
-    if (!linked(r)) continue;
+    if (!usable(r)) {
+      if (linkUp(r)) probePending_.store(true);  // taken in at the next turn: probe it then
+      continue;
+    }
     Peer& p = *peers_[r];
-    if (!p.probe.load() || !linkUp(r)) continue;
+    if (!p.probe.load()) continue;
     if (now - p.lastProbe < kProbeEvery || p.outstanding >= sendDepth_) {
       probePending_.store(true);  // later
       continue;
@@ -530,7 +567,7 @@ bool IbProxy::sendProbes() {
 
 void IbProxy::sayGoodbye() {
   for (int r = 0; r < options().nranks; ++r) {
-    if (!linked(r) || !linkUp(r)) continue;
+    if (!usable(r)) continue;
     Peer& p = *peers_[r];
     if (p.outstanding >= sendDepth_ ||
         !postWrite(r, wrId(kControlWr, r, 0, 1), nullptr, p.remoteControl, p.remoteControlRkey,
@@ -544,25 +581,28 @@ void IbProxy::sayGoodbye() {
 bool IbProxy::allGone() const {
   for (int r = 0; r < options().nranks; ++r) {
     // A peer that has said goodbye is gone; our own goodbye must have left too.
-    if (linked(r) && (linkUp(r) || peers_[r]->outstanding > 0)) return false;
+    if (!linked(r)) continue;
+    if (linkUp(r) || (adopted_[r] && peers_[r]->outstanding > 0)) return false;
   }
   return true;
 }
 
 bool IbProxy::pollCompletions() {
-  if (cq_ == nullptr) return false;
   bool moved = false;
   ibv_wc wc[32];
-  for (;;) {
-    const int n = api_.pollCq(cq_, 32, wc);
-    if (n < 0) {
-      fail(systemError("ibv_poll_cq failed"));
-      return moved;
+  for (int peer : active_) {
+    for (;;) {
+      const int n = api_.pollCq(peers_[peer]->cq, 32, wc);
+      if (n < 0) {
+        fail(systemError("ibv_poll_cq failed"));
+        return moved;
+      }
+      for (int i = 0; i < n; ++i) completion(wc[i]);
+      moved |= n > 0;
+      if (n < 32) break;
     }
-    for (int i = 0; i < n; ++i) completion(wc[i]);
-    moved |= n > 0;
-    if (n < 32) return moved;
   }
+  return moved;
 }
 
 void IbProxy::completion(const ibv_wc& wc) {
@@ -570,7 +610,7 @@ void IbProxy::completion(const ibv_wc& wc) {
   const int peer = static_cast<int>((wc.wr_id >> 32) & 0xffffff);
   const int channel = static_cast<int>((wc.wr_id >> 24) & 0xff);
   const int count = static_cast<int>(wc.wr_id & 0xff);
-  if (!linked(peer))
+  if (!linked(peer) || !adopted_[peer])
     return fail(internalError("completion for unknown rank " + std::to_string(peer)));
   Peer& p = *peers_[peer];
   if (kind != kRecvWr) p.outstanding -= count;
@@ -672,7 +712,7 @@ void IbProxy::fail(const Status& status) {
 bool IbProxy::flushed() const {
   if (!sendsFlushed()) return false;
   for (int r = 0; r < options().nranks; ++r) {
-    if (linked(r) && linkUp(r) && peers_[r]->outstanding > 0) return false;
+    if (usable(r) && peers_[r]->outstanding > 0) return false;
   }
   return true;
 }

@@ -1,16 +1,19 @@
 // The RDMA transport's proxy thread and every verbs resource it drives (ib_transport.h tells the
-// protocol). Setup (ib_transport.cc) creates the queue pairs through connect(); the thread then
-// turns posted send slots into RDMA writes, completions into posted receive slots and freed send
-// slots, freed receive slots into credits, and sleeps on the completion channel plus an eventfd
-// the rank rings through the proxy's Waker. The FIFOs, the credit counts and their loops, the
-// thread and the failure state are NetworkProxy's (network_proxy.h); this proxy says how slots,
-// credits and notices travel as verbs work requests.
+// protocol). The proxy starts with no queue pair; the first use of a peer (qp_connector.h) opens
+// the pair's queue pair, completion queue and control block (openPeer), connects it from the
+// peer's half (connect) and hands it to the thread (peerConnected). The thread then turns posted
+// send slots into RDMA writes, completions into posted receive slots and freed send slots, freed
+// receive slots into credits, and sleeps on the completion channel plus an eventfd the rank rings
+// through the proxy's Waker. The FIFOs, the credit counts and their loops, the thread and the
+// failure state are NetworkProxy's (network_proxy.h); this proxy says how slots, credits and
+// notices travel as verbs work requests.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,19 +64,26 @@ constexpr uint32_t packImm(ImmKind kind, uint32_t channel, uint32_t value) {
 
 class IbProxy final : public NetworkProxy {
  public:
-  /// Creates the completion queue, the queue pairs of the peers with linked[peer] (in INIT,
-  /// receives posted), the FIFO arena and the control blocks. Takes the device.
+  /// Creates the completion channel and lays out (address space only) the FIFOs of the peers
+  /// with linked[peer], then starts the thread; no queue pair yet. Takes the device.
   static Result<std::unique_ptr<IbProxy>> create(ProxyOptions options,
                                                  const std::vector<bool>& linked,
                                                  std::unique_ptr<IbDevice> device);
   ~IbProxy() override;
 
-  /// This side's half of the pair with `peer`.
+  // A pair's set-up, on any thread but the proxy's, one thread at a time per peer.
+
+  /// Creates the queue pair with a linked `peer` (in INIT, receives posted), its completion queue
+  /// and its registered control block; returns this side's half. Once per peer.
+  Result<QpInfo> openPeer(int peer);
+  /// This side's half of the pair with `peer` (after openPeer).
   QpInfo localInfo(int peer) const;
   /// Brings the queue pair with `peer` to RTS from the peer's half.
   Status connect(int peer, const QpInfo& remote);
-  /// Starts the thread (after every pair is connected).
-  Status start();
+  /// The pair with `peer` is connected at both ends: the thread may write to it from now on.
+  void peerConnected(int peer);
+  /// The pair with `peer` never came up (the peer left or refused): peerAlive() says so.
+  void peerLost(int peer);
 
   /// False once the queue pair with `peer` failed; asking also makes the proxy probe the peer.
   bool peerAlive(int peer) override;
@@ -105,8 +115,12 @@ class IbProxy final : public NetworkProxy {
   struct RecvState {
     bool announced = false;
   };
+  /// One connected (or connecting) peer's verbs resources.
   struct Peer {
+    ibv_cq* cq = nullptr;
     ibv_qp* qp = nullptr;
+    std::vector<char> control;  ///< inbox (the peer writes) then outbox (we send from)
+    ibv_mr* controlMr = nullptr;
     uint32_t psn = 0;
     uint64_t remoteControl = 0;
     uint32_t remoteControlRkey = 0;
@@ -117,7 +131,11 @@ class IbProxy final : public NetworkProxy {
 
   IbProxy(ProxyOptions options, std::unique_ptr<IbDevice> device);
   char* controlBlock(int peer, bool inbox) const;
-  size_t controlOffset(int peer, bool inbox) const;
+  /// Whether the thread has taken `peer` in (peerConnected) and its link is up: only then does
+  /// the thread touch the peer's resources.
+  bool usable(int peer) const { return adopted_[peer] && linkUp(peer, std::memory_order_relaxed); }
+  /// On the thread: takes in the peers connected since the last call.
+  void takeConnected();
 
   void run() override;
   /// The sender waits for a receive FIFO's announcement: the proxy sends it at once.
@@ -146,13 +164,19 @@ class IbProxy final : public NetworkProxy {
   const VerbsApi& api_;
   std::unique_ptr<MrCache> cache_;
   ibv_comp_channel* channel_ = nullptr;
-  ibv_cq* cq_ = nullptr;
   int recvDepth_ = 0;
   int sendDepth_ = 0;
-  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Peer>> peers_;  ///< per rank; made by openPeer
   size_t controlStride_ = 0;
-  std::vector<char> controls_;  ///< per linked peer: inbox (peer writes) then outbox (we send from)
-  ibv_mr* controlMr_ = nullptr;
+
+  // Peers handed over by peerConnected(), and peers lost before they came up.
+  std::mutex connectedMu_;
+  std::vector<int> connected_;
+  std::atomic<bool> connectedPending_{false};
+  std::unique_ptr<std::atomic<bool>[]> lost_;
+  // The thread's: the peers it took in, whose completion queues it polls.
+  std::vector<uint8_t> adopted_;  ///< per rank
+  std::vector<int> active_;
   std::vector<SendState> send_;  ///< by FIFO index
   std::vector<RecvState> recv_;
   std::vector<ibv_mr*> fifoMrs_;  ///< released to the cache at destruction

@@ -7,16 +7,29 @@
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/ib/ib_proxy.h"
+#include "transport/ib/qp_connector.h"
 #include "transport/ib/verbs_api.h"
+#include "transport/link_wishes.h"
 
 namespace braid {
 namespace {
 
 #if BRAID_HAVE_IBVERBS
-constexpr uint32_t kQpInfoTag = 0x49425150;  // "IBQP"
+constexpr std::string_view kKeyLabel = "braid ib transport v1";
 #endif
 
+/// What each rank tells the others once it knows whether it needs its device: whether it has a
+/// usable port, and where it takes queue pair requests.
+struct Presence {
+  uint8_t ready = 0;  ///< 1: a usable port and a listener
+  uint8_t address[SocketAddress::kWireBytes] = {};
+};
+
 }  // namespace
+
+IbTransport::IbTransport(const TransportContext& ctx) : NetworkTransport(ctx, "RDMA") {}
+
+IbTransport::~IbTransport() = default;
 
 Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext& ctx,
                                                          const std::vector<bool>& wanted,
@@ -24,25 +37,18 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
   const int n = ctx.nranks;
   const int me = ctx.rank;
   std::unique_ptr<IbTransport> t(new IbTransport(ctx));
+  t->nranks_ = n;
 
   // Who wants whom: a rank opens its device only when some pair with it may use RDMA.
-  const size_t maskBytes = (size_t(n) + 7) / 8;
-  std::vector<uint8_t> masks(maskBytes * size_t(n), 0);
-  for (int p = 0; p < n && p < static_cast<int>(wanted.size()); ++p) {
-    if (wanted[p] && p != me) masks[maskBytes * size_t(me) + p / 8] |= uint8_t(1u << (p % 8));
-  }
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(masks.data(), maskBytes)
-                      .withContext("RDMA transport: exchanging wishes"));
-  auto wants = [&](int a, int b) { return (masks[maskBytes * size_t(a) + b / 8] >> (b % 8)) & 1u; };
-  std::vector<bool> pair(n, false);
-  bool needed = false;
-  for (int p = 0; p < n; ++p) {
-    pair[p] = p != me && (wants(me, p) || wants(p, me));
-    needed |= pair[p];
-  }
+  ASSIGN_OR_RETURN(const LinkWishes wishes,
+                   exchangeLinkWishes(ctx, wanted, nullptr, 0, "RDMA transport"));
+  const bool needed =
+      std::find(wishes.linked.begin(), wishes.linked.end(), true) != wishes.linked.end();
 
+  Presence mine;
 #if BRAID_HAVE_IBVERBS
   std::unique_ptr<IbDevice> device;
+  Socket listener;
   if (needed) {
     const VerbsApi* api = verbs;
     if (api == nullptr) {
@@ -61,22 +67,41 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
         t->unavailable_ = opened.status().message();
     }
   }
+  if (device) {
+    // Queue pairs are traded over TCP, like the socket transport's streams: the bootstrap is not
+    // ours to use after create() (its calls must not overlap, and its owner's calls go on).
+    Result<Socket> l = listenOnTransportInterface(ctx.config->socketIfname);
+    Result<SocketAddress> a = l.ok() ? l->localAddress() : Result<SocketAddress>(l.status());
+    if (a.ok()) {
+      listener = std::move(l).value();
+      a->toWire(mine.address);
+      mine.ready = 1;
+    } else {
+      t->unavailable_ = "no listener for the queue pair exchange: " + a.status().message();
+      device.reset();
+    }
+  }
 #else
   (void)verbs;
   if (needed) t->unavailable_ = "built without the libibverbs headers (Meson option ibverbs)";
 #endif
 
-  std::vector<uint8_t> ready(size_t(n), 0);
-#if BRAID_HAVE_IBVERBS
-  ready[me] = device ? 1 : 0;
-#endif
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(ready.data(), 1)
+  std::vector<Presence> presence(n);
+  presence[me] = mine;
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(presence.data(), sizeof(Presence))
                       .withContext("RDMA transport: exchanging device presence"));
+  MeshPlan plan;
+  plan.rank = me;
+  plan.addresses.resize(n);
+  plan.streams.assign(n, 0);
   std::vector<bool> linked(n, false);
   int linkedPeers = 0;
   for (int p = 0; p < n; ++p) {
-    linked[p] = pair[p] && ready[me] && ready[p];
-    linkedPeers += linked[p] ? 1 : 0;
+    if (!wishes.linked[p] || !mine.ready || !presence[p].ready) continue;
+    ASSIGN_OR_RETURN(plan.addresses[p], SocketAddress::fromWire(presence[p].address));
+    plan.streams[p] = 1;
+    linked[p] = true;
+    ++linkedPeers;
   }
   t->setLinkedPeers(linkedPeers);
 
@@ -86,48 +111,42 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
     t->dmabufWhyNot_ =
         device->api().regDmabufMr != nullptr ? "" : "this libibverbs has no ibv_reg_dmabuf_mr";
   }
-  Status setup;
-  IbProxy* proxy = nullptr;  // the transport's, once made
   if (linkedPeers > 0) {
+    ProxyOptions options = proxyOptions(ctx);
+    std::vector<std::string> names = options.peerNames;
     Result<std::unique_ptr<IbProxy>> made =
-        IbProxy::create(proxyOptions(ctx), linked, std::move(device));
-    if (made.ok()) {
-      proxy = made.value().get();
-      t->setProxy(std::move(made).value());
-    } else {
-      setup = made.status().withContext("RDMA transport");
-    }
-  }
-  // Every linked pair trades its halves, even after a local failure (the peer waits for it).
-  for (int p = 0; p < n; ++p) {
-    if (!linked[p]) continue;
-    QpInfo mine;
-    if (proxy != nullptr) mine = proxy->localInfo(p);
-    RETURN_IF_ERROR(ctx.bootstrap->send(p, kQpInfoTag, &mine, sizeof(mine)));
-  }
-  for (int p = 0; p < n; ++p) {
-    if (!linked[p]) continue;
-    QpInfo theirs;
-    RETURN_IF_ERROR(ctx.bootstrap->recv(p, kQpInfoTag, &theirs, sizeof(theirs)));
-    if (setup.ok() && theirs.qpn == 0) {
-      setup = systemError("RDMA transport: " + std::string("rank ") + std::to_string(p) +
-                          " could not set up its queue pair");
-    }
-    if (setup.ok()) setup = proxy->connect(p, theirs);
-  }
-  // Nobody writes before every queue pair is ready to receive.
-  Status barrier = ctx.bootstrap->barrier();
-  RETURN_IF_ERROR(setup);
-  RETURN_IF_ERROR(barrier);
-  if (proxy != nullptr) {
-    RETURN_IF_ERROR(proxy->start());
+        IbProxy::create(std::move(options), linked, std::move(device));
+    if (!made.ok()) return made.status().withContext("RDMA transport");
+    IbProxy* raw = made.value().get();
+    t->setProxy(std::move(made).value());
+    ASSIGN_OR_RETURN(const Secret key, ctx.bootstrap->deriveKey(kKeyLabel));
+    QpConnectorTimes times;
+    times.timeoutSeconds = ctx.config->timeoutSeconds;
+    times.peerTimeoutSeconds = ctx.config->peerTimeoutSeconds;
+    times.abort = ctx.abort;
+    ASSIGN_OR_RETURN(t->connector_, QpConnector::start(raw, std::move(listener), key,
+                                                       std::move(plan), std::move(names), times));
     if (ctx.logger != nullptr) {
-      BRAID_LOG(*ctx.logger, kInfo, kNet, "RDMA transport on %s: %d peers", t->device_.c_str(),
+      BRAID_LOG(*ctx.logger, kInfo, kNet,
+                "RDMA transport on %s: %d peers linked, opened on first use", t->device_.c_str(),
                 linkedPeers);
     }
   }
 #endif
   return t;
 }
+
+Status IbTransport::connectForSend(int peer) { return connector_->connect(peer); }
+
+Status IbTransport::connectForRecv(int peer) { return connector_->connect(peer); }
+
+Status IbTransport::connectAll() {
+  for (int p = 0; p < nranks_; ++p) {
+    if (canConnect(p)) RETURN_IF_ERROR(connector_->connect(p));
+  }
+  return okStatus();
+}
+
+int IbTransport::connectedPeers() const { return connector_ ? connector_->connectedPeers() : 0; }
 
 }  // namespace braid

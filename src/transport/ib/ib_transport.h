@@ -1,10 +1,14 @@
 // RDMA transport (InfiniBand or RoCE) between ranks on different hosts, on libibverbs loaded at
 // run time (verbs_api.h), so the library runs where rdma-core is absent.
 //
-// Every rank opens the first active port of the first device BRAID_IB_HCA allows (ib_device.h),
-// allocates a protection domain, one completion queue and, per linked peer, one reliable-connected
-// queue pair; the pair's numbers, LID, GID and the addresses and keys of the FIFOs it writes into
-// are exchanged through the bootstrap and the queue pairs are brought to RTS.
+// Every rank that some pair may need opens the first active port of the first device BRAID_IB_HCA
+// allows (ib_device.h) and allocates a protection domain. create() exchanges O(1) bytes per rank:
+// which peers it links, as a rule and its exceptions (link_wishes.h), then whether it has a usable
+// port and the address of the TCP listener it takes queue pair requests on. Queue pairs are made on
+// first use: the first send or receive FIFO to a peer makes the pair's reliable-connected queue
+// pair, completion queue and control block and trades the halves (numbers, LID, GID, where the
+// control block is) with that peer alone (qp_connector.h), so a rank holds verbs resources only for
+// the peers its plans and sends use, and nothing after create() is collective.
 //
 // Data path, driven by one proxy thread per communicator (ib_proxy.h): both FIFOs of a (peer,
 // channel) live in registered local memory. When the rank posts a slot the proxy RDMA-writes its
@@ -30,19 +34,27 @@
 namespace braid {
 
 struct VerbsApi;
+class QpConnector;
 
 class IbTransport final : public NetworkTransport {
  public:
   /// Collective over ctx.bootstrap: every rank calls it, with wanted[p] set for the peers it
   /// would reach over RDMA (possibly none). A pair is linked when both ranks have a usable port
-  /// and either wants it. verbs: the function table to use; nullptr loads libibverbs.
+  /// and either wants it; its queue pair comes on first use. verbs: the function table to use;
+  /// nullptr loads libibverbs.
   static Result<std::unique_ptr<IbTransport>> create(const TransportContext& ctx,
                                                      const std::vector<bool>& wanted,
                                                      const VerbsApi* verbs = nullptr);
+  ~IbTransport() override;
 
   std::string_view name() const override { return "ib"; }
   /// Why this rank has no usable RDMA port ("" when it has one).
   const std::string& unavailableReason() const { return unavailable_; }
+  /// Connects the queue pair with every linked peer now, for a user whose slots reach the proxy
+  /// without a FIFO handed out first (the staged device path, which the kernel posts to directly).
+  Status connectAll();
+  /// Peers whose queue pairs are connected so far.
+  int connectedPeers() const;
   /// "mlx5_0:1 (RoCE, GID 3)" and the like, for logs.
   const std::string& deviceDescription() const { return device_; }
   /// Why this rank's RDMA stack cannot register device memory exported as a dma-buf ("" if it
@@ -50,11 +62,17 @@ class IbTransport final : public NetworkTransport {
   const std::string& dmabufWhyNot() const { return dmabufWhyNot_; }
 
  private:
-  explicit IbTransport(const TransportContext& ctx) : NetworkTransport(ctx, "RDMA") {}
+  explicit IbTransport(const TransportContext& ctx);
 
+  Status connectForSend(int peer) override;
+  Status connectForRecv(int peer) override;
+
+  int nranks_ = 0;
   std::string unavailable_;
   std::string device_;
   std::string dmabufWhyNot_ = "no RDMA device";
+  /// Last member: stops accepting queue pair requests before the rest goes.
+  std::unique_ptr<QpConnector> connector_;
 };
 
 }  // namespace braid

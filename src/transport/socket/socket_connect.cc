@@ -100,6 +100,12 @@ Result<InterfaceAddress> chooseTransportInterface(const std::vector<InterfaceAdd
   return chooseInterface(interfaces, "");
 }
 
+Result<Socket> listenOnTransportInterface(std::string_view spec) {
+  ASSIGN_OR_RETURN(const std::vector<InterfaceAddress> interfaces, listInterfaces());
+  ASSIGN_OR_RETURN(const InterfaceAddress chosen, chooseTransportInterface(interfaces, spec));
+  return Socket::listenOn(chosen.address);
+}
+
 namespace {
 
 /// Accepts streams until `enough` says so or the deadline passes; `admit` takes each stream as it
@@ -169,10 +175,10 @@ Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& ke
 }
 
 Result<std::vector<PeerStream>> connectPeer(const Secret& key, const MeshPlan& plan, int p,
-                                            const Deadline& deadline) {
+                                            const Deadline& deadline, std::string_view label) {
   std::vector<PeerStream> out;
   for (int s = 0; s < plan.streams[p]; ++s) {
-    const std::string what = "socket transport: stream " + std::to_string(s) + " to rank " +
+    const std::string what = std::string(label) + ": stream " + std::to_string(s) + " to rank " +
                              std::to_string(p) + " at " + plan.addresses[p].toString();
     ASSIGN_OR_RETURN(Socket socket, Socket::connectTo(plan.addresses[p], deadline, what,
                                                       /*retryRefused=*/false));

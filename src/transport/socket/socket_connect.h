@@ -29,6 +29,9 @@ namespace braid {
 Result<InterfaceAddress> chooseTransportInterface(const std::vector<InterfaceAddress>& interfaces,
                                                   std::string_view spec);
 
+/// A listener on the interface chooseTransportInterface() picks for `spec`, on a free port.
+Result<Socket> listenOnTransportInterface(std::string_view spec);
+
 /// One authenticated stream of a pair.
 struct PeerStream {
   int peer = -1;
@@ -50,9 +53,10 @@ Result<std::vector<PeerStream>> acceptStreams(Socket& listener, const Secret& ke
                                               const MeshPlan& plan, const Deadline& deadline,
                                               double handshakeSeconds);
 
-/// Opens this rank's plan.streams[peer] streams to `peer`.
+/// Opens this rank's plan.streams[peer] streams to `peer`; `label` starts the errors.
 Result<std::vector<PeerStream>> connectPeer(const Secret& key, const MeshPlan& plan, int peer,
-                                            const Deadline& deadline);
+                                            const Deadline& deadline,
+                                            std::string_view label = "socket transport");
 
 /// Opens this rank's streams to every higher rank of the plan.
 Result<std::vector<PeerStream>> connectStreams(const Secret& key, const MeshPlan& plan,

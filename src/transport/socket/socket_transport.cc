@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/link_wishes.h"
 #include "transport/socket/socket_proxy.h"
 
 namespace braid {
@@ -14,15 +15,12 @@ namespace {
 
 constexpr std::string_view kKeyLabel = "braid socket transport v1";
 
-/// What each rank tells the others: where it listens, how many streams it opens per peer, and
-/// which peers it wants to reach over TCP, as a rule (every peer on another host, or none) and the
-/// peers it wants against that rule (sent apart, usually none).
+/// What each rank tells the others besides its wishes (link_wishes.h): where it listens and how
+/// many streams it opens per peer.
 struct Hello {
   uint8_t address[SocketAddress::kWireBytes];
   uint32_t nstreams;
-  uint32_t listening;    ///< 0 when this rank could not open a listener
-  uint32_t wantsRemote;  ///< the rule: 1 wants every peer on another host, 0 none
-  uint32_t exceptions;   ///< how many peers break the rule
+  uint32_t listening;  ///< 0 when this rank could not open a listener
 };
 
 }  // namespace
@@ -40,90 +38,39 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
   Status listenStatus;
   SocketAddress address;
   {
-    Result<std::vector<InterfaceAddress>> interfaces = listInterfaces();
-    Result<InterfaceAddress> chosen =
-        interfaces.ok() ? chooseTransportInterface(interfaces.value(), ctx.config->socketIfname)
-                        : Result<InterfaceAddress>(interfaces.status());
-    if (chosen.ok()) {
-      Result<Socket> l = Socket::listenOn(chosen->address);
-      if (l.ok()) {
-        listener = std::move(l).value();
-        Result<SocketAddress> a = listener.localAddress();
-        if (a.ok())
-          address = a.value();
-        else
-          listenStatus = a.status();
-      } else {
-        listenStatus = l.status();
-      }
+    Result<Socket> l = listenOnTransportInterface(ctx.config->socketIfname);
+    Result<SocketAddress> a = l.ok() ? l->localAddress() : Result<SocketAddress>(l.status());
+    if (a.ok()) {
+      listener = std::move(l).value();
+      address = a.value();
     } else {
-      listenStatus = chosen.status();
+      listenStatus = a.status();
     }
   }
 
-  // The rule that fits this rank's wishes best, and the peers that break it.
-  const std::vector<PeerInfo>* peers = ctx.peers;
-  auto remote = [&](int a, int b) {
-    return peers != nullptr && (*peers)[a].hostHash != (*peers)[b].hostHash;
+  Hello mine{};
+  if (listenStatus.ok() && address.valid()) {
+    address.toWire(mine.address);
+    mine.listening = 1;
+  }
+  mine.nstreams = static_cast<uint32_t>(ctx.config->socketNstreams);
+  ASSIGN_OR_RETURN(const LinkWishes wishes,
+                   exchangeLinkWishes(ctx, wanted, &mine, sizeof(mine), "socket transport"));
+  auto helloOf = [&](int p) {
+    Hello h;
+    std::memcpy(&h, wishes.card(p, sizeof(Hello)), sizeof(h));
+    return h;
   };
-  auto wantedBy = [&](int p) { return p != me && p < int(wanted.size()) && wanted[p]; };
-  int remoteWanted = 0, remoteCount = 0;
-  for (int p = 0; p < n; ++p) {
-    if (p == me || !remote(me, p)) continue;
-    ++remoteCount;
-    remoteWanted += wantedBy(p) ? 1 : 0;
-  }
-  const bool wantsRemote = 2 * remoteWanted > remoteCount;
-  std::vector<uint32_t> myExceptions;
-  for (int p = 0; p < n; ++p) {
-    if (p != me && wantedBy(p) != (wantsRemote && remote(me, p))) myExceptions.push_back(p);
-  }
-  std::vector<Hello> hellos(n);
-  {
-    Hello& hello = hellos[me];
-    hello = Hello{};
-    if (listenStatus.ok() && address.valid()) {
-      address.toWire(hello.address);
-      hello.listening = 1;
-    }
-    hello.nstreams = static_cast<uint32_t>(ctx.config->socketNstreams);
-    hello.wantsRemote = wantsRemote ? 1 : 0;
-    hello.exceptions = static_cast<uint32_t>(myExceptions.size());
-  }
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(hellos.data(), sizeof(Hello))
-                      .withContext("socket transport: exchanging addresses"));
-  // The exceptions, when any rank has some: a block of the largest count per rank.
-  uint32_t most = 0;
-  for (const Hello& h : hellos) most = std::max(most, h.exceptions);
-  // wantsMe[p]: p's wishes include this rank.
-  std::vector<bool> wantsMe(n, false);
-  for (int p = 0; p < n; ++p) {
-    wantsMe[p] = p != me && hellos[p].wantsRemote != 0 && remote(p, me);
-  }
-  if (most > 0) {
-    if (most > uint32_t(n)) return internalError("socket transport: a rank lists too many peers");
-    std::vector<uint32_t> table(size_t(most) * size_t(n), UINT32_MAX);
-    std::copy(myExceptions.begin(), myExceptions.end(), table.begin() + size_t(most) * me);
-    RETURN_IF_ERROR(ctx.bootstrap->allGather(table.data(), most * sizeof(uint32_t))
-                        .withContext("socket transport: exchanging the peers each rank wants"));
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      for (uint32_t i = 0; i < hellos[p].exceptions && i < most; ++i) {
-        if (table[size_t(most) * p + i] == uint32_t(me)) wantsMe[p] = !wantsMe[p];
-      }
-    }
-  }
 
   MeshPlan& plan = t->plan_;
   plan.rank = me;
   plan.addresses.resize(n);
   plan.streams.assign(n, 0);
   std::vector<bool> linked(n, false);
-  const uint32_t mineStreams = hellos[me].nstreams;
   int linkedPeers = 0;
   for (int p = 0; p < n; ++p) {
-    if (p == me || !(wantedBy(p) || wantsMe[p])) continue;
-    const Hello& h = hellos[p];
+    if (!wishes.linked[p]) continue;
+    const Hello h = helloOf(p);
     if (!h.listening) {
       return systemError("socket transport: rank " + std::to_string(p) +
                          " could not open a TCP listener");
@@ -132,7 +79,7 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
     ASSIGN_OR_RETURN(plan.addresses[p], SocketAddress::fromWire(h.address));
     // Both ends must agree on the count: the smaller wish wins.
     plan.streams[p] =
-        static_cast<int>(std::clamp<uint32_t>(std::min(mineStreams, h.nstreams), 1, 16));
+        static_cast<int>(std::clamp<uint32_t>(std::min(mine.nstreams, h.nstreams), 1, 16));
     linked[p] = true;
     ++linkedPeers;
     t->streamsPerPeer_ = std::max(t->streamsPerPeer_, plan.streams[p]);
