@@ -244,6 +244,11 @@ class Simulation {
   Simulation(const Simulation&) = delete;
   Simulation& operator=(const Simulation&) = delete;
 
+  static void releaseSpares() {
+    std::vector<StepFifos>().swap(spareSteps());
+    std::vector<int32_t>().swap(spareFifoTable());
+  }
+
   Result<double> run() {
     RETURN_IF_ERROR(setUp());
     queue_.reset(plans_.size());
@@ -843,6 +848,8 @@ Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMa
                                      RankSymmetry symmetry) {
   return Simulation(plans, machine, true, symmetry).run();
 }
+
+void releaseSimulationTables() { Simulation::releaseSpares(); }
 
 uint64_t slotFootprint(const std::vector<Plan>& plans, const SimMachine& machine) {
   struct Use {

@@ -111,6 +111,11 @@ enum class RankSymmetry : uint8_t {
 Result<double> simulatePeriodicPlans(const std::vector<Plan>& plans, const SimMachine& machine,
                                      RankSymmetry symmetry = RankSymmetry::kShift);
 
+/// Frees the tables this thread's simulations hand on to the next (a ring at hundreds of ranks
+/// leaves megabytes in them): for a caller done simulating for a while, as the tuner is after its
+/// grid.
+void releaseSimulationTables();
+
 /// Messages in flight per connector within a host when SimMachine::shmBudgetBytes is set (the
 /// shared-memory FIFO's lines).
 constexpr int kHostFifoMessages = 64;

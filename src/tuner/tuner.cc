@@ -10,6 +10,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/little_endian.h"
+#include "tuner/plan_cost.h"
 
 namespace braid {
 namespace {
@@ -210,6 +211,7 @@ Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
   }
   auto grid = std::make_shared<Grid>();
   costCells(model, owners, share.rank, *grid);
+  releaseSimulationTables();
   if (nranks > 1) {
     RETURN_IF_ERROR(gatherCells(share, owners, *grid).withContext("sharing the tuner's grid"));
   }
