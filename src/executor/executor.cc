@@ -1,5 +1,7 @@
 #include "executor/executor.h"
 
+#include <sched.h>
+
 #include <memory>
 #include <sstream>
 
@@ -162,8 +164,22 @@ bool PlanRun::lentReturned() const {
   return true;
 }
 
-Result<const char*> PlanRun::received(const RecvConnector& recv, int peer) const {
+void PlanRun::withdrawLent(const std::function<bool(int)>& peerAlive) {
+  for (const LentTo& l : lentTo_) {
+    // A reader in the middle of a payload finishes it within a kernel; one whose process has
+    // gone reads nothing more.
+    while (!l.send->lentReturned() && !l.send->tryWithdrawLent() && peerAlive(l.peer)) {
+      sched_yield();
+    }
+  }
+}
+
+Result<const char*> PlanRun::received(RecvConnector& recv, int peer) const {
   const char* data = recv.slotData();
+  if (data == nullptr && recv.lentWithdrawn()) {
+    return remoteError("rank " + std::to_string(peer) + " failed and took back what it lent rank " +
+                       std::to_string(plan_.rank) + " in " + describeCall(call_));
+  }
   if (data == nullptr) {
     return systemError("rank " + std::to_string(peer) + " lent rank " + std::to_string(plan_.rank) +
                        " data it cannot read in " + describeCall(call_) +
@@ -227,8 +243,13 @@ Result<PlanRun::StepResult> PlanRun::tryDependent(const Step& step, int channel,
   if (shape.readsSrc) operands[noperands++] = in(step.src);
   if (shape.readsSrc2) operands[noperands++] = in(step.src2);
   for (int i = 0; shape.recvs && i < step.nrecv; ++i) {
-    ASSIGN_OR_RETURN(const char* data, received(*recvs[i], step.recvPeers[i]));
-    operands[noperands++] = data;
+    Result<const char*> data = received(*recvs[i], step.recvPeers[i]);
+    if (!data.ok()) {
+      // Lent payloads already being read: their senders may take them back now.
+      for (int j = 0; j < i; ++j) recvs[j]->doneReading();
+      return data.status();
+    }
+    operands[noperands++] = *data;
   }
 
   const size_t count = step.bytes / plan_.elemSize;

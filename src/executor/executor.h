@@ -20,6 +20,7 @@
 // that never comes, so a waiting run also looks at the slots its peers did post (findMismatch).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -59,6 +60,10 @@ class PlanRun {
   std::string position() const;
   /// Appends the peers that the current step of each unfinished lane exchanges with.
   void waitingOn(std::vector<int>& peers) const;
+  /// After a failure, before the caller's buffers may change or go: takes back whatever this run
+  /// lent and its readers have not released, waiting out reads in progress (a peer for which
+  /// peerAlive(peer) turns false is not waited for). Their reads then fail.
+  void withdrawLent(const std::function<bool(int)>& peerAlive);
   /// Whether a lane last found itself blocked on a peer whose Waker says it waits on `cpu`.
   bool blockedOnCpu(int cpu) const;
   /// Peeks (takes nothing) at the oldest slot from each of `peers` on every channel this rank
@@ -99,8 +104,9 @@ class PlanRun {
   /// come writes, so that a rank hands its peers several chunks before it waits.
   Result<bool> sendAhead(const Lane& lane, LaneState& state);
   Status checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const;
-  /// The payload of the slot `recv` holds from `peer`; an error for a lent one it cannot read.
-  Result<const char*> received(const RecvConnector& recv, int peer) const;
+  /// The payload of the slot `recv` holds from `peer`; an error for a lent one it cannot read or
+  /// that `peer` took back (withdrawLent). A lent one is being read until recv.release().
+  Result<const char*> received(RecvConnector& recv, int peer) const;
   /// The receiving half of a check step from the ledger's predecessor: drains its check FIFO;
   /// a collective's is done once the ledger is within its lag, a receive's once its slot is taken.
   Result<bool> takeCheckViaLedger(const Step& step, int channel, LaneState& state);

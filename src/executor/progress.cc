@@ -121,7 +121,9 @@ bool coresShared(const Waker* waker) {
   return waker->hostRanks > cpus;
 }
 
-Status runTasks(std::vector<ProgressTask>& tasks) {
+namespace {
+
+Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
   // One Waker for every unfinished task lets the engine sleep on a futex; otherwise it naps.
   Waker* sharedWaker = nullptr;
   bool oneWaker = true;
@@ -308,6 +310,22 @@ Status runTasks(std::vector<ProgressTask>& tasks) {
     }
   }
   return okStatus();
+}
+
+}  // namespace
+
+Status runTasks(std::vector<ProgressTask>& tasks) {
+  Status status = runTasksUntilDone(tasks);
+  if (!status.ok()) {
+    // The caller may free or rewrite its buffers once this returns, while peers may still read
+    // what an unfinished run lent them (in this process, from freed memory): take it back first.
+    for (ProgressTask& t : tasks) {
+      if (t.started && !t.finished) {
+        t.run->withdrawLent([&t](int peer) { return t.client->peerAlive(peer); });
+      }
+    }
+  }
+  return status;
 }
 
 }  // namespace braid

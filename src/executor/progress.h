@@ -63,7 +63,8 @@ struct ProgressTask {
 bool coresShared(const Waker* waker);
 
 /// Runs every task to completion, honouring `after`. On failure returns the first error (with the
-/// task's client and position named); tasks then stay as they were (started, not finished).
+/// task's client and position named); tasks then stay as they were (started, not finished), and
+/// what unfinished runs lent is withdrawn (PlanRun::withdrawLent): peers no longer read it.
 Status runTasks(std::vector<ProgressTask>& tasks);
 
 }  // namespace braid

@@ -24,6 +24,9 @@
 // A sender may also lend a payload (PayloadPlace::kLent, where both ends allow it): the line
 // then says where the payload lies in the sender's memory, the receiver reads it there through
 // its LentReader, and the sender keeps it unchanged until the slot is released (lentReturned).
+// A sender that gives up on a call (an error) must not return while the receiver may still read
+// what it lent: it withdraws the loan (tryWithdrawLent), which waits out a read in progress
+// (slotData() to release(), one kernel's worth) and makes every later read fail instead.
 //
 // Each waiting party owns a Waker: when it is about to sleep it raises `sleeping`; whoever changes
 // a counter it may wait on checks that flag afterwards and, if raised, bumps `seq` and wakes the
@@ -37,6 +40,17 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__SANITIZE_THREAD__)
+#define BRAID_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BRAID_TSAN 1
+#endif
+#endif
+#ifdef BRAID_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace braid {
 
@@ -99,6 +113,33 @@ enum class Lending : uint8_t {
   kSharedBuffers,  ///< the receiver can map this process's shared buffers (braidMemAlloc)
 };
 
+/// FifoControl::lentState: whether the receiver is reading a lent payload, or may no longer.
+enum LentState : uint32_t { kLentIdle = 0, kLentReading = 1, kLentWithdrawn = 2 };
+
+/// ThreadSanitizer cannot see that a lent payload is handed over: the line that says so lies in
+/// shared memory that each rank maps at an address of its own, so the release and the acquire
+/// on it look like operations on two objects. Lender and reader (threads of one process) also
+/// synchronize on this one object, which TSan sees: coarser than the real hand-over, so it may
+/// hide a race between lending threads but never reports a false one. Elsewhere it costs nothing.
+#ifdef BRAID_TSAN
+inline char* lentHandoverKey() {
+  static char key;
+  return &key;
+}
+#endif
+/// Before a lent payload is published, or a read one released.
+inline void lentHandedOver() {
+#ifdef BRAID_TSAN
+  __tsan_release(lentHandoverKey());
+#endif
+}
+/// After a lent payload is seen, or its release.
+inline void lentTaken() {
+#ifdef BRAID_TSAN
+  __tsan_acquire(lentHandoverKey());
+#endif
+}
+
 /// Turns the spans a peer lends into addresses this process can read.
 class LentReader {
  public:
@@ -140,6 +181,8 @@ struct FifoControl {
   std::atomic<uint64_t> dataHead{0};
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
   std::atomic<uint64_t> dataTail{0};
+  /// A LentState: the receiver marks the reads of lent payloads, the sender withdraws its loans.
+  std::atomic<uint32_t> lentState{kLentIdle};
 };
 
 /// Where one FIFO lives. Plain pointers: the same view works for memory mapped from another
@@ -275,6 +318,7 @@ class SendConnector {
     line.header.bytes = bytes;
     line.header.call = call;
     line.place = static_cast<uint32_t>(PayloadPlace::kLent);
+    lentHandedOver();
     std::atomic_ref<uint32_t>(line.seq).store(static_cast<uint32_t>(posted_),
                                               std::memory_order_release);
     fifo_.control->head.store(posted_, std::memory_order_release);
@@ -282,7 +326,22 @@ class SendConnector {
   }
   /// Whether the receiver has released every slot this end lent.
   bool lentReturned() const {
-    return fifo_.control->tail.load(std::memory_order_acquire) >= lentUntil_;
+    const bool returned = fifo_.control->tail.load(std::memory_order_acquire) >= lentUntil_;
+    if (returned) lentTaken();
+    return returned;
+  }
+  /// Takes back what this end lent and the receiver has not released: true once the receiver
+  /// will never read it (the memory may then be reused), false while it is reading it now. For
+  /// good: this FIFO's receiver reads no loan after that (its call fails instead).
+  bool tryWithdrawLent() {
+    uint32_t state = kLentIdle;
+    if (fifo_.control->lentState.compare_exchange_strong(state, kLentWithdrawn,
+                                                         std::memory_order_acq_rel)) {
+      state = kLentWithdrawn;
+    }
+    if (state != kLentWithdrawn) return false;
+    lentTaken();
+    return true;
   }
 
  private:
@@ -334,8 +393,9 @@ class RecvConnector {
     }
     return &fifo_.headers[index];
   }
-  /// The payload of the slot tryPeek() returned; nullptr for a lent one this process cannot read.
-  const char* slotData() const {
+  /// The payload of the slot tryPeek() returned; nullptr for a lent one this process cannot read
+  /// or the sender withdrew. A lent payload stays readable until release() or doneReading().
+  const char* slotData() {
     if (fifo_.lines == nullptr) return fifo_.data + (consumed_ % fifo_.nslots) * fifo_.slotBytes;
     const uint64_t index = consumed_ % fifo_.depth();
     switch (static_cast<PayloadPlace>(fifo_.lines[index].place)) {
@@ -346,8 +406,21 @@ class RecvConnector {
     }
     return fifo_.data + fifo_.lines[index].header.reserved;
   }
+  /// Ends a read of a lent payload that slotData() began, without freeing its slot (release()
+  /// does both): from here on the sender may withdraw it.
+  void doneReading() {
+    if (!reading_) return;
+    reading_ = false;
+    lentHandedOver();
+    fifo_.control->lentState.store(kLentIdle, std::memory_order_release);
+  }
+  /// Whether the sender withdrew its loans (tryWithdrawLent): it gave up on its call.
+  bool lentWithdrawn() const {
+    return fifo_.control->lentState.load(std::memory_order_acquire) == kLentWithdrawn;
+  }
   /// Frees the slot tryPeek() returned.
   void release() {
+    doneReading();
     const SlotLine* line =
         fifo_.lines != nullptr ? &fifo_.lines[consumed_ % fifo_.depth()] : nullptr;
     if (line != nullptr && line->place == static_cast<uint32_t>(PayloadPlace::kData)) {
@@ -364,11 +437,23 @@ class RecvConnector {
   }
 
  private:
-  const char* lentData(const SlotLine& line) const {
+  const char* lentData(const SlotLine& line) {
     if (lent_ == nullptr) return nullptr;
+    if (!reading_) {
+      // Marked before the address is even worked out: a sender that withdraws waits for this.
+      uint32_t idle = kLentIdle;
+      if (!fifo_.control->lentState.compare_exchange_strong(idle, kLentReading,
+                                                            std::memory_order_acq_rel)) {
+        return nullptr;  // withdrawn
+      }
+      reading_ = true;
+      lentTaken();
+    }
     LentSpan span;
     std::memcpy(&span, line.inlineData, sizeof(span));
-    return lent_->address(span, line.header.bytes);
+    const char* data = lent_->address(span, line.header.bytes);
+    if (data == nullptr) doneReading();
+    return data;
   }
 
   FifoView fifo_;
@@ -377,6 +462,7 @@ class RecvConnector {
   uint64_t consumed_ = 0;
   uint64_t available_ = 0;
   uint64_t dataConsumed_ = 0;  ///< data-area bytes freed (FIFOs with lines)
+  bool reading_ = false;       ///< slotData() marked a lent payload as being read
 };
 
 }  // namespace braid

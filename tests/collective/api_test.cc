@@ -1,6 +1,7 @@
 // The C API driven from one process: queries, groups, threads, split, abort, timeouts, mismatch
 // detection and every invalid-argument case of the contract.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -212,6 +213,30 @@ TEST(ApiTest, StuckCollectiveTimesOut) {
   EXPECT_EQ(async, braidTimeout);
   // Unusable afterwards, with the reason.
   EXPECT_EQ(braidAllReduce(&x, &y, 1, braidFloat32, braidSum, comms[0], nullptr), braidTimeout);
+  destroyAll(comms);
+}
+
+TEST(ApiTest, ARankThatGivesUpTakesBackWhatItLent) {
+  // Ranks as threads lend one another any memory by address. Rank 0 lends its input to rank 1,
+  // then times out (rank 1 has not called yet) and unmaps it: rank 1's call must fail rather
+  // than read it (it did, and crashed).
+  Settings settings{"BRAID_TIMEOUT=1", "BRAID_ALGO=ring", "BRAID_NCHANNELS=1"};
+  std::vector<braidComm_t> comms(2, nullptr);
+  ASSERT_EQ(braidCommInitAllConfig(comms.data(), 2, nullptr, settings.config()), braidSuccess);
+  const size_t count = size_t{1} << 20;  // 4 MiB: lent, not copied
+  const size_t bytes = count * sizeof(float);
+  void* in = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(in, MAP_FAILED);
+  std::vector<float> out(count);
+  EXPECT_EQ(braidAllReduce(in, out.data(), count, braidFloat32, braidSum, comms[0], nullptr),
+            braidTimeout);
+  munmap(in, bytes);
+  std::vector<float> theirs(count, 1.0f), theirsOut(count);
+  EXPECT_EQ(braidAllReduce(theirs.data(), theirsOut.data(), count, braidFloat32, braidSum,
+                           comms[1], nullptr),
+            braidRemoteError);
+  const std::string message = braidGetLastError(comms[1]);
+  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
   destroyAll(comms);
 }
 

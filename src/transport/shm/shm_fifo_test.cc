@@ -331,6 +331,35 @@ TEST_P(DeepLinesFifoTest, LentPayloadsAreReadInPlaceAndReturnedOnRelease) {
   recv.release();
 }
 
+// A sender that gives up on its call takes back what it lent: not while the receiver reads it,
+// and the receiver reads none of it afterwards.
+TEST_P(DeepLinesFifoTest, AWithdrawnLoanWaitsForTheReadInProgressAndNoneAfter) {
+  std::vector<char> lender(2 * kSlotBytes, 7);
+  SendConnector send(view_, &receiverWaker_);
+  struct SameProcess final : LentReader {
+    const char* address(const LentSpan& span, uint64_t) override {
+      return reinterpret_cast<const char*>(span.offset);
+    }
+  } reader;
+  RecvConnector recv(view_, &senderWaker_, &reader);
+  for (uint32_t k = 0; k < 2; ++k) {
+    LentSpan span;
+    span.offset = reinterpret_cast<uintptr_t>(lender.data()) + k * kSlotBytes;
+    ASSERT_TRUE(send.lineFree());
+    send.lend(kSlotBytes, callNumber(k), span);
+  }
+  ASSERT_NE(recv.tryPeek(), nullptr);
+  EXPECT_EQ(recv.slotData(), lender.data());
+  EXPECT_FALSE(send.tryWithdrawLent()) << "the receiver is reading it";
+  recv.release();
+  EXPECT_TRUE(send.tryWithdrawLent());
+  EXPECT_FALSE(send.lentReturned());
+  ASSERT_NE(recv.tryPeek(), nullptr);
+  EXPECT_EQ(recv.slotData(), nullptr);
+  EXPECT_TRUE(recv.lentWithdrawn());
+  EXPECT_TRUE(send.tryWithdrawLent()) << "withdrawn for good";
+}
+
 TEST_P(DeepLinesFifoTest, ALentPayloadWithoutAReaderHasNoAddress) {
   SendConnector send(view_, &receiverWaker_);
   RecvConnector recv(view_, &senderWaker_);  // this receiver takes no loans
