@@ -116,6 +116,11 @@ Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline
                                     rankText(rank_) + ": ring connect to " + rankText(next));
   if (!ring.ok()) return farewell(breakRing(ring.status()));
   ringNext_ = std::move(ring.value());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    nextToWatch_ = ringNext_.fd();
+  }
+  wakeService();
   const std::string what =
       rankText(rank_) + ": waiting for " + rankText(prev) + " to connect the ring";
   // A previous rank that died after the rendezvous never connects; without a look at its
@@ -139,7 +144,10 @@ Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline
       lock.unlock();
       return farewell(breakRing(s));
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs()));
+    const auto untilProbe = std::chrono::ceil<std::chrono::milliseconds>(
+        nextProbe - std::chrono::steady_clock::now());
+    cv_.wait_for(lock, std::clamp(untilProbe, std::chrono::milliseconds(0),
+                                  std::chrono::milliseconds(deadline.eventWaitMs())));
   }
   return okStatus();
 }
@@ -264,7 +272,7 @@ Result<Channel::Frame> Bootstrap::Impl::take(Channel& channel, std::optional<uin
       lock.lock();
       if (!channel.frames.empty() || channel.closed) continue;
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs()));
+    cv_.wait_for(lock, std::chrono::milliseconds(deadline.eventWaitMs()));
   }
 }
 

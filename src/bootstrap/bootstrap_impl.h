@@ -199,6 +199,9 @@ class Bootstrap::Impl {
   /// instead of being accepted (so it learns the cause, not just that this rank left).
   std::optional<Status> farewell_;
   bool toldPrevious_ = false;
+  /// The ring connection to the next rank, which the service thread watches for the moment it
+  /// turns readable (the next rank gives up) to wake take(); -1 once it has.
+  int nextToWatch_ = -1;
 
   Socket wake_;  ///< an eventfd that ends the service thread's poll
   std::atomic<bool> stop_{false};

@@ -18,6 +18,8 @@ namespace braid {
 namespace {
 
 constexpr size_t kMaxPending = 256;
+// How often the service looks at the handshake deadlines of connections not yet admitted.
+constexpr int kHandshakePollMs = 100;
 
 }  // namespace
 
@@ -39,8 +41,13 @@ void Bootstrap::Impl::serve() {
     fds.push_back({wake_.fd(), POLLIN, 0});
     fds.push_back({listener_.fd(), POLLIN, 0});
     for (const auto& a : pending) fds.push_back({a->conn().socket().fd(), a->pollEvents(), 0});
+    size_t nextIndex = 0;  // where nextToWatch_ is polled, if it is
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (nextToWatch_ >= 0) {
+        nextIndex = fds.size();
+        fds.push_back({nextToWatch_, POLLIN, 0});
+      }
       for (const Incoming& in : incoming) {
         const bool full = in.channel->queuedBytes > kMaxQueuedBytes;
         fds.push_back({in.conn.pollEvents(!full) == 0 ? -1 : in.conn.socket().fd(),
@@ -49,11 +56,21 @@ void Bootstrap::Impl::serve() {
     }
     const size_t polledIncoming = incoming.size();
     const size_t incomingBase = fds.size() - polledIncoming;
-    (void)::poll(fds.data(), fds.size(), 100);
+    // Everything but a handshake's deadline wakes the poll, and a rank's every wake-up costs
+    // its host's other ranks CPU: sleep until then.
+    (void)::poll(fds.data(), fds.size(), pending.empty() ? -1 : kHandshakePollMs);
     if (stop_.load()) break;
     if ((fds[0].revents & POLLIN) != 0) {
       uint64_t count = 0;
       (void)::read(wake_.fd(), &count, sizeof(count));
+    }
+    if (nextIndex != 0 && fds[nextIndex].revents != 0) {
+      // Once is enough: take() reads what the next rank said; polling on would spin.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        nextToWatch_ = -1;
+      }
+      cv_.notify_all();
     }
 
     for (;;) {

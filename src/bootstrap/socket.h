@@ -21,6 +21,9 @@ namespace braid {
 
 /// How often blocking waits look at the abort flag.
 constexpr int kAbortPollMs = 50;
+/// The longest an event-driven wait with no abort flag sleeps: a safety net only. Many ranks
+/// sharing a core pay for every wake-up (docs/scale.md#waits-that-cost-nothing).
+constexpr int kQuietWaitMs = 1000;
 
 /// When a wait must end: a point in time (or never) and an optional abort flag.
 class Deadline {
@@ -33,6 +36,10 @@ class Deadline {
   bool aborted() const { return abort_ != nullptr && abort_->load(std::memory_order_relaxed); }
   /// Milliseconds for poll(): the time left, at most capMs (so the abort flag is seen), >= 0.
   int pollMs(int capMs = kAbortPollMs) const;
+  /// Milliseconds for a wait that whatever else may end it wakes (a notify, a descriptor's
+  /// event): the time left, at most kAbortPollMs when there is an abort flag to look at, else at
+  /// most kQuietWaitMs.
+  int eventWaitMs() const { return pollMs(abort_ != nullptr ? kAbortPollMs : kQuietWaitMs); }
   /// The limit this deadline was made with (0 = none), for messages.
   double seconds() const { return seconds_; }
   /// timeoutError / remoteError("aborted") naming `what` when the wait must end, else ok.

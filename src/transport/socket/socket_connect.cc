@@ -3,6 +3,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -108,12 +110,13 @@ Result<Socket> listenOnTransportInterface(std::string_view spec) {
 
 namespace {
 
-/// Accepts streams until `enough` says so or the deadline passes; `admit` takes each stream as it
-/// passes the handshake. anyPeer: from any rank of the plan, else from lower ranks only.
+/// Accepts streams until `enough` says so, the deadline passes or `stopFd` (if >= 0) turns
+/// readable; `admit` takes each stream as it passes the handshake. anyPeer: from any rank of the
+/// plan, else from lower ranks only.
 Status acceptLoop(Socket& listener, const Secret& key, const MeshPlan& plan, bool anyPeer,
                   const Deadline& deadline, double handshakeSeconds,
                   const std::function<bool()>& enough, const std::function<void(PeerStream)>& admit,
-                  const std::string& waitingFor) {
+                  const std::string& waitingFor, int stopFd = -1) {
   const int n = static_cast<int>(plan.streams.size());
   std::vector<std::vector<bool>> seen(n);
   for (int p = 0; p < n; ++p) seen[p].assign(static_cast<size_t>(plan.streams[p]), false);
@@ -124,9 +127,13 @@ Status acceptLoop(Socket& listener, const Secret& key, const MeshPlan& plan, boo
     std::vector<pollfd> fds;
     fds.push_back({listener.fd(), POLLIN, 0});
     for (const auto& p : pending) fds.push_back({p->socket.fd(), POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), deadline.pollMs()) < 0 && errno != EINTR) {
+    if (stopFd >= 0) fds.push_back({stopFd, POLLIN, 0});
+    // Only handshakes under way have deadlines of their own to look at.
+    const int waitMs = pending.empty() ? deadline.eventWaitMs() : deadline.pollMs();
+    if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR) {
       return errnoError("socket transport: poll", errno);
     }
+    if (stopFd >= 0 && fds.back().revents != 0) return okStatus();
     if (fds[0].revents != 0) {
       for (;;) {
         ASSIGN_OR_RETURN(Socket s, listener.acceptPending(nullptr));
@@ -248,6 +255,8 @@ Result<std::unique_ptr<StreamAcceptor>> StreamAcceptor::start(Socket listener, c
   a->plan_ = std::move(plan);
   a->handshakeSeconds_ = handshakeSeconds;
   a->deliver_ = std::move(deliver);
+  a->stop_ = Socket(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!a->stop_.valid()) return errnoError("socket transport: acceptor eventfd", errno);
   try {
     a->thread_ = std::thread([raw = a.get()] { raw->run(); });
   } catch (const std::system_error& e) {
@@ -257,16 +266,18 @@ Result<std::unique_ptr<StreamAcceptor>> StreamAcceptor::start(Socket listener, c
 }
 
 StreamAcceptor::~StreamAcceptor() {
-  stop_.store(true);
+  const uint64_t one = 1;
+  if (stop_.valid()) (void)!::write(stop_.fd(), &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
 }
 
 void StreamAcceptor::run() {
-  // Runs until stopped: the deadline never passes, the stop flag ends the wait within a poll.
+  // Runs until stopped: the deadline never passes; the eventfd ends the wait, so the thread
+  // sleeps between connections instead of waking to look at a flag.
   (void)acceptLoop(
-      listener_, key_, plan_, /*anyPeer=*/true, Deadline::never(&stop_), handshakeSeconds_,
+      listener_, key_, plan_, /*anyPeer=*/true, Deadline::never(), handshakeSeconds_,
       [] { return false; }, [this](PeerStream s) { deliver_(std::move(s)); },
-      "socket transport: accepting streams");
+      "socket transport: accepting streams", stop_.fd());
   endThreadCrypto();
 }
 

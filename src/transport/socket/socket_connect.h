@@ -76,7 +76,7 @@ class StreamAcceptor {
   static Result<std::unique_ptr<StreamAcceptor>> start(Socket listener, const Secret& key,
                                                        MeshPlan plan, double handshakeSeconds,
                                                        Deliver deliver);
-  /// Stops accepting (within a poll interval) and closes the listener.
+  /// Stops accepting and closes the listener.
   ~StreamAcceptor();
   StreamAcceptor(const StreamAcceptor&) = delete;
   StreamAcceptor& operator=(const StreamAcceptor&) = delete;
@@ -90,7 +90,7 @@ class StreamAcceptor {
   MeshPlan plan_;
   double handshakeSeconds_ = 5;
   Deliver deliver_;
-  std::atomic<bool> stop_{false};
+  Socket stop_;  ///< an eventfd: written once to end the thread's wait
   std::thread thread_;
 };
 

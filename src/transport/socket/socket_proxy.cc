@@ -28,7 +28,10 @@ constexpr uint64_t kEventTag = UINT64_MAX;
 // Idle backoff before sleeping in epoll: poll, then yield (a rank sharing the core gets to run).
 constexpr auto kSpin = std::chrono::microseconds(10);
 constexpr auto kYield = std::chrono::microseconds(60);
-constexpr int kSleepMs = 100;
+// Idle, the proxy sleeps until the eventfd (posts, adoptions, notices, close) or a stream wakes
+// it; the limit only bounds a wake-up missed, and each one costs ranks sharing the core
+// (docs/scale.md#waits-that-cost-nothing).
+constexpr int kSleepMs = 1000;
 constexpr int kFlushSleepMs = 10;
 constexpr double kLingerSeconds = 2;
 
