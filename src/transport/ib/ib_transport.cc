@@ -18,8 +18,8 @@ namespace {
 constexpr std::string_view kKeyLabel = "braid ib transport v1";
 #endif
 
-/// What each rank tells the others once it knows whether it needs its device: whether it has a
-/// usable port, and where it takes queue pair requests.
+/// What each rank tells the others with its wishes: whether it opened a usable port, and where it
+/// takes queue pair requests.
 struct Presence {
   uint8_t ready = 0;  ///< 1: a usable port and a listener
   uint8_t address[SocketAddress::kWireBytes] = {};
@@ -39,11 +39,10 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
   std::unique_ptr<IbTransport> t(new IbTransport(ctx));
   t->nranks_ = n;
 
-  // Who wants whom: a rank opens its device only when some pair with it may use RDMA.
-  ASSIGN_OR_RETURN(const LinkWishes wishes,
-                   exchangeLinkWishes(ctx, wanted, nullptr, 0, "RDMA transport"));
-  const bool needed =
-      std::find(wishes.linked.begin(), wishes.linked.end(), true) != wishes.linked.end();
+  // A rank opens its device when it wants some peer over RDMA, and says so with its wishes, in
+  // one round: a pair links when either rank wants it and both have a port, so a rank that
+  // wants no one leaves its partners to TCP rather than costing every rank a second round.
+  const bool needed = std::find(wanted.begin(), wanted.end(), true) != wanted.end();
 
   Presence mine;
 #if BRAID_HAVE_IBVERBS
@@ -86,10 +85,10 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
   if (needed) t->unavailable_ = "built without the libibverbs headers (Meson option ibverbs)";
 #endif
 
+  ASSIGN_OR_RETURN(const LinkWishes wishes,
+                   exchangeLinkWishes(ctx, wanted, &mine, sizeof(mine), "RDMA transport"));
   std::vector<Presence> presence(n);
-  presence[me] = mine;
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(presence.data(), sizeof(Presence))
-                      .withContext("RDMA transport: exchanging device presence"));
+  std::memcpy(presence.data(), wishes.cards.data(), sizeof(Presence) * size_t(n));
   MeshPlan plan;
   plan.rank = me;
   plan.addresses.resize(n);
