@@ -125,7 +125,8 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceClient& comm, Boots
   RETURN_IF_ERROR(d->setUpPeerPaths(bootstrap, media));
   // From the whole p2p matrix, so that every rank tunes its device calls alike.
   comm.setDeviceIslands(gpuIslands(
-      d->nranks_, [&](int sender, int receiver) { return d->p2p_->links(sender, receiver); }));
+      d->nranks_, [&](int sender, int receiver) { return d->p2p_->links(sender, receiver); },
+      d->p2p_->reach().hosts()));
 
   // The FIFO tables: send ends, then receive ends, [peer * maxChannels + channel].
   const size_t perSide = size_t(d->nranks_) * size_t(d->maxChannels_);
@@ -185,10 +186,7 @@ DeviceComm::~DeviceComm() {
 Status DeviceComm::setUpPeerPaths(Bootstrap& bootstrap, StagedMedia media) {
   // Every rank knows which pairs p2p links, so all take part in the staged FIFOs' set-up (a
   // collective) or none does.
-  bool anyPairUnlinked = false;
-  for (int s = 0; s < nranks_; ++s) {
-    for (int r = 0; r < nranks_; ++r) anyPairUnlinked |= s != r && !p2p_->links(s, r);
-  }
+  const bool anyPairUnlinked = p2p_->reach().anyPairUnlinked();
   std::vector<bool> wanted(nranks_, false);
   for (int p = 0; p < nranks_; ++p) {
     wanted[p] = p != rank_ && (media.rdma || media.tcp) && !(p2p_->canSend(p) && p2p_->canRecv(p));

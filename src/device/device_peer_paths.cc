@@ -6,6 +6,13 @@
 namespace braid {
 
 std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& linked) {
+  std::vector<std::vector<int>> everyone(1, std::vector<int>(size_t(std::max(0, nranks))));
+  std::iota(everyone[0].begin(), everyone[0].end(), 0);
+  return gpuIslands(nranks, linked, everyone);
+}
+
+std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& linked,
+                            const std::vector<std::vector<int>>& groups) {
   // Union-find over the pairs linked both ways; each root keeps the island's lowest rank.
   std::vector<int> root(size_t(std::max(0, nranks)));
   std::iota(root.begin(), root.end(), 0);
@@ -13,11 +20,15 @@ std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& lin
     while (root[size_t(r)] != r) r = root[size_t(r)] = root[size_t(root[size_t(r)])];
     return r;
   };
-  for (int a = 0; a < nranks; ++a) {
-    for (int b = a + 1; b < nranks; ++b) {
-      if (!linked(a, b) || !linked(b, a)) continue;
-      const int ra = find(a), rb = find(b);
-      if (ra != rb) root[size_t(std::max(ra, rb))] = std::min(ra, rb);
+  for (const std::vector<int>& group : groups) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      for (size_t j = i + 1; j < group.size(); ++j) {
+        const int a = group[i], b = group[j];
+        if (a < 0 || b < 0 || a >= nranks || b >= nranks) continue;
+        if (!linked(a, b) || !linked(b, a)) continue;
+        const int ra = find(a), rb = find(b);
+        if (ra != rb) root[size_t(std::max(ra, rb))] = std::min(ra, rb);
+      }
     }
   }
   std::vector<int> island(root.size(), -1);

@@ -35,6 +35,11 @@ struct PeerReach {
 /// ways (linked(a, b): a's data reaches b through GPU memory), directly or through other ranks of
 /// the island, share one. Numbered 0.. in order of each island's first rank.
 std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& linked);
+/// The same, asking only about pairs inside one of `groups` (GPUs reach each other within a host
+/// only, so the hosts' ranks: O(n x ranks per host) questions, not O(n^2)); a rank in no group is
+/// an island of its own.
+std::vector<int> gpuIslands(int nranks, const std::function<bool(int, int)>& linked,
+                            const std::vector<std::vector<int>>& groups);
 
 class DevicePeerPaths {
  public:

@@ -107,5 +107,17 @@ TEST(GpuIslands, RanksLinkedBothWaysShareAnIsland) {
   EXPECT_TRUE(gpuIslands(0, twoHosts).empty());
 }
 
+TEST(GpuIslands, OnlyPairsInsideAGroupAreAsked) {
+  // Hosts {0, 2} and {1, 3}; rank 4 in none. A pair across groups is never asked about.
+  int asked = 0;
+  auto everyPair = [&](int a, int b) {
+    ++asked;
+    EXPECT_EQ(a % 2, b % 2) << a << " and " << b << " are on two hosts";
+    return true;
+  };
+  EXPECT_EQ(gpuIslands(5, everyPair, {{0, 2}, {1, 3}}), (std::vector<int>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(asked, 4);  // both ways, one pair per group
+}
+
 }  // namespace
 }  // namespace braid

@@ -168,21 +168,26 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
   for (int r = 0; r < n; ++r) {
     t->sameGpu_[r] = std::memcmp(info[r].uuid, info[me].uuid, sizeof(info[me].uuid)) == 0;
   }
-  std::vector<uint8_t> rows(size_t(n) * n, 0);
+  // Only ranks of one host reach each other, so a rank's row covers its host's ranks.
+  std::vector<uint64_t> hostOf(size_t(n), 0);
+  for (int r = 0; r < n; ++r) hostOf[size_t(r)] = info[r].hostHash;
+  t->reach_ = P2pReach(hostOf);
   for (int r = 0; r < n; ++r) {
-    if (r != me) rows[size_t(me) * n + r] = reaches(options, info[me], info[r], t->how_[r]);
+    if (r != me) t->reach_.set(me, r, reaches(options, info[me], info[r], t->how_[r]));
   }
-  RETURN_IF_ERROR(bootstrap.allGather(rows.data(), size_t(n)));
-  t->reach_.assign(n, std::vector<bool>(n, false));
-  for (int s = 0; s < n; ++s) {
-    for (int r = 0; r < n; ++r) t->reach_[s][r] = rows[size_t(s) * n + r] != 0;
+  const size_t width = size_t(t->reach_.rowBytes());
+  std::vector<uint8_t> rows(width * size_t(n), 0);
+  const std::vector<int>& hostRanks = t->reach_.hostRanks(me);
+  for (size_t i = 0; i < hostRanks.size(); ++i) {
+    rows[width * size_t(me) + i] = t->reach_.links(me, hostRanks[i]) ? 1 : 0;
   }
+  RETURN_IF_ERROR(bootstrap.allGather(rows.data(), width));
+  for (int s = 0; s < n; ++s) t->reach_.setRow(s, rows.data() + width * size_t(s));
   t->layouts_.resize(n);
-  for (int r = 0; r < n; ++r) {
-    std::vector<bool> senders(n);
-    for (int s = 0; s < n; ++s) senders[s] = t->reach_[s][r];
-    t->layouts_[r] = P2pInboxLayout(senders, options.maxChannels, options.nslots, options.slotBytes,
-                                    options.llLines);
+  for (int r : hostRanks) {
+    if (r != me && !t->reach_.links(me, r)) continue;
+    t->layouts_[r] = P2pInboxLayout(t->reach_.sendersOf(r), options.maxChannels, options.nslots,
+                                    options.slotBytes, options.llLines);
   }
 
   // Round 3: this rank's inbox, cleared and exported.
@@ -194,7 +199,9 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
         cudaMemsetAsync(t->inbox_.data(), 0, t->inbox_.size(), options.setupStream));
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(options.setupStream));
     bool remoteSender = false;
-    for (int s = 0; s < n; ++s) remoteSender |= t->reach_[s][me] && !sameProcess(info[s], info[me]);
+    for (int s : hostRanks) {
+      remoteSender |= t->reach_.links(s, me) && !sameProcess(info[s], info[me]);
+    }
     if (remoteSender) {
       CUDA_RETURN_IF_ERROR(cudaIpcGetMemHandle(&exports[me].handle, t->inbox_.data()));
     }
@@ -212,7 +219,7 @@ Result<std::unique_ptr<P2pTransport>> P2pTransport::create(Bootstrap& bootstrap,
   std::memset(outcomes.data(), 0, sizeof(Outcome) * n);
   Status opened = [&]() -> Status {
     for (int r = 0; r < n; ++r) {
-      if (!t->reach_[me][r]) continue;
+      if (!t->reach_.links(me, r)) continue;
       if (sameProcess(info[r], info[me])) {
         if (info[r].device != options.device) {
           const cudaError_t e = cudaDeviceEnablePeerAccess(info[r].device, 0);
@@ -247,17 +254,12 @@ P2pTransport::~P2pTransport() {
 }
 
 bool P2pTransport::canSend(int peer) const {
-  return peer >= 0 && peer < options_.nranks && reach_[options_.rank][peer];
+  return reach_.links(options_.rank, peer);
 }
 
-bool P2pTransport::canRecv(int peer) const {
-  return peer >= 0 && peer < options_.nranks && reach_[peer][options_.rank];
-}
+bool P2pTransport::canRecv(int peer) const { return reach_.links(peer, options_.rank); }
 
-bool P2pTransport::links(int sender, int receiver) const {
-  const int n = options_.nranks;
-  return sender >= 0 && sender < n && receiver >= 0 && receiver < n && reach_[sender][receiver];
-}
+bool P2pTransport::links(int sender, int receiver) const { return reach_.links(sender, receiver); }
 
 std::string P2pTransport::describe(int peer) const {
   if (peer < 0 || peer >= options_.nranks) return "no such rank";

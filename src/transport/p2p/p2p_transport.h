@@ -22,6 +22,7 @@
 #include "kernels/cuda/device_runtime.h"
 #include "kernels/ll_protocol.h"
 #include "transport/p2p/p2p_layout.h"
+#include "transport/p2p/p2p_reach.h"
 
 namespace braid {
 
@@ -60,6 +61,8 @@ class P2pTransport {
   /// Whether rank `sender`'s data reaches rank `receiver` through the device (any pair: every
   /// rank knows the whole matrix, so decisions taken from it agree everywhere).
   bool links(int sender, int receiver) const;
+  /// The whole matrix, kept host by host.
+  const P2pReach& reach() const { return reach_; }
 
   /// The FIFO this rank fills for `peer` on `channel` (in the peer's inbox); requires canSend.
   gpu::DeviceFifo sendFifo(int peer, int channel) const;
@@ -76,8 +79,9 @@ class P2pTransport {
                      int peer) const;
 
   P2pOptions options_;
-  std::vector<std::vector<bool>> reach_;  ///< reach_[s][r]: rank s sends to rank r via p2p
-  std::vector<P2pInboxLayout> layouts_;   ///< of every rank's inbox
+  P2pReach reach_;
+  /// Of this rank's inbox and of those it sends to (the others' are left empty).
+  std::vector<P2pInboxLayout> layouts_;
   std::vector<std::string> how_;          ///< per peer, for describe()
   std::vector<bool> sameGpu_;             ///< per peer: runs on this rank's GPU
   DeviceMemory inbox_;
