@@ -70,7 +70,7 @@ const std::vector<ConfigVar>& table() {
          ASSIGN_OR_RETURN(c.timeoutSeconds, parseSeconds(t));
          return okStatus();
        }},
-      {{"BRAID_PEER_TIMEOUT", "20",
+      {{"BRAID_PEER_TIMEOUT", "30",
         "seconds a peer on another host may stop answering (host down, link cut) before calls "
         "fail naming it: TCP keepalive and user timeout, RDMA retry limits (0: never)"},
        [](Config& c, std::string_view t) -> Status {

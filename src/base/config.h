@@ -24,7 +24,7 @@ struct Config {
   double timeoutSeconds = 300;  ///< 0 = never
   /// How long a peer on another host may stop answering before its connections count as broken
   /// (TCP keepalive and user timeout, RDMA retry limits); 0 = never.
-  double peerTimeoutSeconds = 20;
+  double peerTimeoutSeconds = 30;
   int callCheck =
       1;  ///< 1: calls check themselves against a neighbour's, 2: and wait for it, 0: off
   /// BRAID_REPORT_SIGNAL: the signal that makes each rank print what it is blocked on; 0: none.
