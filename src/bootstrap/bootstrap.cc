@@ -4,7 +4,6 @@
 #include "bootstrap/bootstrap.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,8 +78,7 @@ Result<std::unique_ptr<Bootstrap::Impl>> Bootstrap::Impl::create(int rank, int n
                                                                  const WaitPolicy& wait) {
   ASSIGN_OR_RETURN(const SocketAddress address, listener.localAddress());
   std::unique_ptr<Impl> impl(new Impl(rank, nranks, secret, std::move(listener), address, wait));
-  impl->wake_ = Socket(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!impl->wake_.valid()) return errnoError("eventfd", errno);
+  ASSIGN_OR_RETURN(impl->wake_, Socket::wakeFd("bootstrap service"));
   impl->p2pIn_.resize(static_cast<size_t>(nranks));
   impl->p2pIn_[static_cast<size_t>(rank)].open = true;  // messages to self
   impl->p2pOut_.resize(static_cast<size_t>(nranks));
@@ -102,10 +100,7 @@ Bootstrap::Impl::~Impl() {
   if (service_.joinable()) service_.join();
 }
 
-void Bootstrap::Impl::wakeService() {
-  const uint64_t one = 1;
-  (void)::write(wake_.fd(), &one, sizeof(one));
-}
+void Bootstrap::Impl::wakeService() { wake_.wake(); }
 
 Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline& deadline) {
   setPeers(std::move(peers));

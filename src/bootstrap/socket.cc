@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -468,6 +469,17 @@ Result<Socket> Socket::connectTo(const SocketAddress& address, const Deadline& d
     // Not reachable yet: back off briefly (still watching the abort flag) and try again.
     std::this_thread::sleep_for(std::chrono::milliseconds(deadline.pollMs()));
   }
+}
+
+Result<Socket> Socket::wakeFd(const std::string& what) {
+  Socket s(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!s.valid()) return errnoError(what + ": eventfd", errno);
+  return s;
+}
+
+void Socket::wake() const {
+  const uint64_t one = 1;
+  if (fd_ >= 0) (void)!::write(fd_, &one, sizeof(one));
 }
 
 Result<Socket> Socket::acceptPending(SocketAddress* peer) {

@@ -150,6 +150,11 @@ class Socket {
   /// Accepts one pending connection; an invalid Socket when none is pending.
   Result<Socket> acceptPending(SocketAddress* peer);
 
+  /// A non-blocking eventfd, for another thread to end this one's poll with wake().
+  static Result<Socket> wakeFd(const std::string& what);
+  /// Makes a wakeFd() readable (until it is read).
+  void wake() const;
+
   /// Blocking (poll-based) transfers of exactly `bytes`. Errors name `what`: timeoutError,
   /// remoteError when the peer closed or reset the connection or on abort, systemError otherwise.
   Status writeAll(const void* data, size_t bytes, const Deadline& deadline,

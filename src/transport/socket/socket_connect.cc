@@ -3,8 +3,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -255,8 +253,7 @@ Result<std::unique_ptr<StreamAcceptor>> StreamAcceptor::start(Socket listener, c
   a->plan_ = std::move(plan);
   a->handshakeSeconds_ = handshakeSeconds;
   a->deliver_ = std::move(deliver);
-  a->stop_ = Socket(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!a->stop_.valid()) return errnoError("socket transport: acceptor eventfd", errno);
+  ASSIGN_OR_RETURN(a->stop_, Socket::wakeFd("socket transport: acceptor"));
   try {
     a->thread_ = std::thread([raw = a.get()] { raw->run(); });
   } catch (const std::system_error& e) {
@@ -266,8 +263,7 @@ Result<std::unique_ptr<StreamAcceptor>> StreamAcceptor::start(Socket listener, c
 }
 
 StreamAcceptor::~StreamAcceptor() {
-  const uint64_t one = 1;
-  if (stop_.valid()) (void)!::write(stop_.fd(), &one, sizeof(one));
+  stop_.wake();
   if (thread_.joinable()) thread_.join();
 }
 
