@@ -1,6 +1,7 @@
 #include "tuner/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdio>
 #include <map>
@@ -28,6 +29,15 @@ constexpr uint64_t kAssumedCoreCacheBytes = 1ull << 20;
 // channel, or for the ring all-reduce (whose round is n chunks) at least kSpanRounds rounds.
 constexpr uint64_t kSpanChunks = 4;
 constexpr uint64_t kSpanRounds = 2;
+// From this many ranks on, one round of the ring all-reduce is span enough: its 2(n-1) steps a
+// channel fill and drain the pipeline many times over, and a second round doubled the cost of
+// the simulations that price every long size
+// (docs/scale.md#one-round-of-the-ring-no-tier-for-under-1).
+constexpr uint64_t kOneRoundSpanRanks = 16;
+// A share of a long call's traffic below this is priced at the rates of the tiers that serve the
+// rest: simulating a tier costs as much whatever its share, and this one moves the price by less
+// than 1% of the tiers' difference (same section).
+constexpr double kNegligibleTierShare = 0.01;
 // All-gather, reduce-scatter and all-to-all move a block per rank, so a span of a block per rank
 // is n spans of data: beyond kSpanBlockRanks ranks the block shrinks to keep that at
 // kSpanBlockRanks spans, or every rank's plan would have O(n) chunks and the tuner's share at init
@@ -474,7 +484,8 @@ uint64_t CostModel::spanOf(Collective coll, Algorithm algo, uint32_t chunkBytes,
   uint64_t span = kSpanChunks * unit;
   const uint64_t n = uint64_t(nranks());
   if (coll == Collective::kAllReduce && algo == Algorithm::kRing) {
-    span = std::max<uint64_t>(kSpanRounds, (kSpanChunks + n - 1) / n) * n * unit;
+    const uint64_t rounds = n >= kOneRoundSpanRanks ? 1 : kSpanRounds;
+    span = std::max<uint64_t>(rounds, (kSpanChunks + n - 1) / n) * n * unit;
   } else if (movesBlockPerRank(coll) && n > kSpanBlockRanks) {
     constexpr uint64_t kAlign = 64;  // whole elements of any type, on every channel
     span = std::max(kAlign, (span * kSpanBlockRanks / n + kAlign - 1) / kAlign * kAlign);
@@ -511,15 +522,16 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   const BufferTiers tiers = bufferTiers(coll, algo, bytes, slots);
   // Long messages: each tier's rates extrapolated, then mixed as machineWith mixes them. These
   // simulations serve every long size of this candidate.
+  const std::array<double, 3> shares = {1.0 - tiers.llc - tiers.memory, tiers.llc, tiers.memory};
+  double counted = 0;
+  for (double share : shares) counted += share >= kNegligibleTierShare ? share : 0.0;
   double mixed = 0;
   for (int tier = 0; tier < 3; ++tier) {
-    const double weight = tier == 0   ? 1.0 - tiers.llc - tiers.memory
-                          : tier == 1 ? tiers.llc
-                                      : tiers.memory;
-    if (weight <= 0) continue;
+    const double share = shares[size_t(tier)];
+    if (share < kNegligibleTierShare) continue;
     ASSIGN_OR_RETURN(double one, remembered(coll, algo, span, chunkBytes, nchannels, tier));
     ASSIGN_OR_RETURN(double two, remembered(coll, algo, 2 * span, chunkBytes, nchannels, tier));
-    mixed += weight * extrapolateSpans(one, two, span, bytes);
+    mixed += share / counted * extrapolateSpans(one, two, span, bytes);
   }
   return mixed;
 }
