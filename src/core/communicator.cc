@@ -458,11 +458,13 @@ Result<PreparedCall> Communicator::prepare(const CallArgs& args, bool share) {
       // Both ends describe the transfer the same way: a send to the receiving rank.
       call.coll = static_cast<uint8_t>(Collective::kSend);
       call.root = args.root;
+      call.from = rank_;
       call.seq = sendSeq_[args.root]++;
       break;
     case Collective::kRecv:
       call.coll = static_cast<uint8_t>(Collective::kSend);
       call.root = rank_;
+      call.from = args.root;
       call.seq = recvSeq_[args.root]++;
       break;
     default:

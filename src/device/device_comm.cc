@@ -386,9 +386,9 @@ Status DeviceComm::deviceError() const {
   const std::string where = "lane " + std::to_string(c.lane) + " step " + std::to_string(c.step);
   switch (code) {
     case gpu::kDeviceCallMismatch:
-      return invalidUsage("rank " + std::to_string(c.peer) + " called " + describeCall(c.got) +
-                          " where rank " + std::to_string(rank_) + " called " +
-                          describeCall(c.expected));
+      return invalidUsage("rank " + std::to_string(c.peer) + " called " +
+                          describeCall(c.got, c.peer) + " where rank " + std::to_string(rank_) +
+                          " called " + describeCall(c.expected, rank_));
     case gpu::kDeviceBytesMismatch:
       return invalidUsage("rank " + std::to_string(c.peer) + " sent " + std::to_string(c.gotBytes) +
                           " bytes where rank " + std::to_string(rank_) + " expected " +
@@ -397,8 +397,9 @@ Status DeviceComm::deviceError() const {
     case gpu::kDeviceDigestMismatch:
       return invalidUsage("rank " + std::to_string(c.peer) +
                           " sent a low-latency message of another call or size where rank " +
-                          std::to_string(rank_) + " called " + describeCall(c.expected) + " (" +
-                          std::to_string(c.expectedBytes) + " bytes expected, " + where + ")");
+                          std::to_string(rank_) + " called " + describeCall(c.expected, rank_) +
+                          " (" + std::to_string(c.expectedBytes) + " bytes expected, " + where +
+                          ")");
     case gpu::kDeviceTimeout:
       return timeoutError("device executor of rank " + std::to_string(rank_) +
                           " made no progress for " +

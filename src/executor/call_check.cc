@@ -49,9 +49,9 @@ Status CallCheckLedger::drain(bool useHistory) {
         ours = &history_[theirs.seq % kHistory];
       }
       if (ours != nullptr && *ours != theirs) {
-        status =
-            invalidUsage("rank " + std::to_string(peer_) + " called " + describeCall(theirs) +
-                         " where rank " + std::to_string(rank_) + " called " + describeCall(*ours));
+        status = invalidUsage("rank " + std::to_string(peer_) + " called " +
+                              describeCall(theirs, peer_) + " where rank " + std::to_string(rank_) +
+                              " called " + describeCall(*ours, rank_));
         stopped = true;
         break;
       }

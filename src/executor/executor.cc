@@ -63,9 +63,11 @@ bool streamsOutput(const Plan& plan, const PlanBuffers& buffers) {
 
 }  // namespace
 
-std::string describeCall(const CallDescriptor& call) {
+std::string describeCall(const CallDescriptor& call, int rank) {
   std::ostringstream os;
-  const auto coll = static_cast<Collective>(call.coll);
+  // Both ends describe a transfer as the send to its receiver (root).
+  const bool receives = call.coll == static_cast<uint8_t>(Collective::kSend) && call.root == rank;
+  const auto coll = receives ? Collective::kRecv : static_cast<Collective>(call.coll);
   const auto type = static_cast<braidDataType_t>(call.dtype);
   const auto op = static_cast<braidRedOp_t>(call.op);
   os << collectiveName(coll) << "(count=" << call.count << ", " << dataTypeName(type);
@@ -74,8 +76,8 @@ std::string describeCall(const CallDescriptor& call) {
     case Collective::kReduceScatter: os << ", " << redOpName(op); break;
     case Collective::kReduce: os << ", " << redOpName(op) << ", root=" << call.root; break;
     case Collective::kBroadcast: os << ", root=" << call.root; break;
-    case Collective::kSend:
-    case Collective::kRecv: os << ", peer=" << call.root; break;
+    case Collective::kSend: os << ", peer=" << call.root; break;
+    case Collective::kRecv: os << ", peer=" << call.from; break;
     default: break;
   }
   os << ") #" << call.seq << " [" << algorithmName(static_cast<Algorithm>(call.algo)) << "]";
@@ -178,11 +180,11 @@ Result<const char*> PlanRun::received(RecvConnector& recv, int peer) const {
   const char* data = recv.slotData();
   if (data == nullptr && recv.lentWithdrawn()) {
     return remoteError("rank " + std::to_string(peer) + " failed and took back what it lent rank " +
-                       std::to_string(plan_.rank) + " in " + describeCall(call_));
+                       std::to_string(plan_.rank) + " in " + describeCall(call_, plan_.rank));
   }
   if (data == nullptr) {
     return systemError("rank " + std::to_string(peer) + " lent rank " + std::to_string(plan_.rank) +
-                       " data it cannot read in " + describeCall(call_) +
+                       " data it cannot read in " + describeCall(call_, plan_.rank) +
                        " (BRAID_DEBUG=WARN says why)");
   }
   return data;
@@ -191,14 +193,14 @@ Result<const char*> PlanRun::received(RecvConnector& recv, int peer) const {
 Status PlanRun::checkSlot(const SlotHeader& header, int peer, uint32_t expectedBytes) const {
   if (header.call != call_) {
     // Sequence numbers differ when one rank skipped or added a call; say so plainly.
-    return invalidUsage("rank " + std::to_string(peer) + " called " + describeCall(header.call) +
-                        " where rank " + std::to_string(plan_.rank) + " called " +
-                        describeCall(call_));
+    return invalidUsage("rank " + std::to_string(peer) + " called " +
+                        describeCall(header.call, peer) + " where rank " +
+                        std::to_string(plan_.rank) + " called " + describeCall(call_, plan_.rank));
   }
   if (header.bytes != expectedBytes) {
     return invalidUsage("rank " + std::to_string(peer) + " sent " + std::to_string(header.bytes) +
                         " bytes where rank " + std::to_string(plan_.rank) + " expected " +
-                        std::to_string(expectedBytes) + " in " + describeCall(call_) +
+                        std::to_string(expectedBytes) + " in " + describeCall(call_, plan_.rank) +
                         " (BRAID_CHUNK_BYTES or BRAID_ALGO differ between ranks?)");
   }
   return okStatus();

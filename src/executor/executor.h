@@ -35,8 +35,9 @@
 
 namespace braid {
 
-/// "allreduce(count=1000, float, sum)" and the like, for mismatch reports.
-std::string describeCall(const CallDescriptor& call);
+/// "allreduce(count=1000, float, sum) #3 [ring]" and the like, for reports: the call as rank
+/// `rank` made it (a transfer reads as a send on its sender and a recv on its receiver).
+std::string describeCall(const CallDescriptor& call, int rank);
 
 /// One rank's run of one Plan: its lanes, their positions, and what they lent or hold.
 class PlanRun {
@@ -56,6 +57,8 @@ class PlanRun {
   /// before, nor the call return).
   bool done() const { return lanesLeft_ == 0 && lentReturned(); }
   const CallDescriptor& call() const { return call_; }
+  /// describeCall of this rank's call.
+  std::string describe() const { return describeCall(call_, plan_.rank); }
   /// Where the run stands, for timeout reports ("lane 0 step 3/12 (recvReduceSend from 2)").
   std::string position() const;
   /// Appends the peers that the current step of each unfinished lane exchanges with.

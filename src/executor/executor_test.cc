@@ -74,6 +74,28 @@ class TwoRanks {
 BufferRef in(uint32_t chunk) { return input(uint64_t{chunk} * kBytes); }
 BufferRef out(uint32_t chunk) { return output(uint64_t{chunk} * kBytes); }
 
+TEST(Executor, ATransferReadsAsASendOnItsSenderAndARecvOnItsReceiver) {
+  CallDescriptor transfer;  // rank 2 sends 5 floats to rank 3: both ends describe it so
+  transfer.coll = static_cast<uint8_t>(Collective::kSend);
+  transfer.dtype = static_cast<uint8_t>(braidFloat32);
+  transfer.algo = static_cast<uint8_t>(Algorithm::kPairwise);
+  transfer.root = 3;
+  transfer.from = 2;
+  transfer.count = 5;
+  transfer.seq = 7;
+  EXPECT_EQ(describeCall(transfer, 2), "send(count=5, float, peer=3) #7 [pairwise]");
+  EXPECT_EQ(describeCall(transfer, 3), "recv(count=5, float, peer=2) #7 [pairwise]");
+  CallDescriptor reduce;
+  reduce.coll = static_cast<uint8_t>(Collective::kReduce);
+  reduce.dtype = static_cast<uint8_t>(braidFloat32);
+  reduce.op = static_cast<uint8_t>(braidSum);
+  reduce.root = 3;
+  reduce.count = 5;
+  // A root is no receiver: every rank describes a rooted collective alike.
+  EXPECT_EQ(describeCall(reduce, 3), describeCall(reduce, 2));
+  EXPECT_EQ(describeCall(reduce, 3), "reduce(count=5, float, sum, root=3) #0 [ring]");
+}
+
 TEST(Executor, SendsOfLaterStepsGoWhileAReceiveWaits) {
   // Each rank first receives, then sends: in strict step order both would wait forever. The
   // sends read nothing the receives write, so they go while the receives wait.

@@ -151,7 +151,7 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
     std::vector<BlockedRun> blocked;
     for (ProgressTask& t : tasks) {
       if (t.finished || !t.started) continue;
-      blocked.push_back({t.client->who(), describeCall(t.run->call()), t.run->position()});
+      blocked.push_back({t.client->who(), t.run->describe(), t.run->position()});
     }
     waitSlot.publish(std::move(blocked), idleSince);
   };
@@ -164,7 +164,7 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
       Result<bool> r = t.run->progress();
       if (!r.ok()) {
         t.client->health().ok();  // let the client record peer state first
-        return r.status().withContext(t.client->who() + " in " + describeCall(t.run->call()));
+        return r.status().withContext(t.client->who() + " in " + t.run->describe());
       }
       moved |= r.value();
       if (t.run->done()) {
@@ -189,7 +189,7 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
       peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
       Status mismatch = t.run->findMismatch(peers);
       if (!mismatch.ok()) {
-        return mismatch.withContext(t.client->who() + " in " + describeCall(t.run->call()));
+        return mismatch.withContext(t.client->who() + " in " + t.run->describe());
       }
       for (int peer : peers) {
         std::optional<PeerFailure> failure = t.client->peerFailure(peer);
@@ -197,12 +197,10 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
         ASSIGN_OR_RETURN(bool movedAfter, sweep());
         if (movedAfter) return true;
         if (failure) {
-          return failure->status.withContext(t.client->who() + " in " +
-                                             describeCall(t.run->call()));
+          return failure->status.withContext(t.client->who() + " in " + t.run->describe());
         }
         return remoteError(t.client->describeLoss(peer) + " while " + t.client->who() +
-                           " was waiting on it in " + describeCall(t.run->call()) + ", " +
-                           t.run->position());
+                           " was waiting on it in " + t.run->describe() + ", " + t.run->position());
       }
     }
     return false;
@@ -251,14 +249,14 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
         if (t.finished) continue;
         Status health = t.client->health();
         if (!health.ok()) {
-          return health.withContext(t.client->who() + " in " + describeCall(t.run->call()));
+          return health.withContext(t.client->who() + " in " + t.run->describe());
         }
         // A peer that failed before finishing this collective can never deliver its part.
         const CallDescriptor& call = t.run->call();
         if (call.coll == static_cast<uint8_t>(Collective::kSend)) continue;
         if (std::optional<PeerFailure> f = t.client->peerFailure(kAnyPeer);
             f && f->collectivesDone <= call.seq) {
-          return f->status.withContext(t.client->who() + " in " + describeCall(call));
+          return f->status.withContext(t.client->who() + " in " + t.run->describe());
         }
       }
       const bool probeLiveness = now - lastLiveness > kLivenessNs;
@@ -268,7 +266,7 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
         for (ProgressTask& t : tasks) {
           if (t.finished) continue;
           if (Status links = t.client->checkLinks(); !links.ok()) {
-            return links.withContext(t.client->who() + " in " + describeCall(t.run->call()));
+            return links.withContext(t.client->who() + " in " + t.run->describe());
           }
         }
       }
@@ -282,9 +280,9 @@ Status runTasksUntilDone(std::vector<ProgressTask>& tasks) {
     if (timeoutNs > 0 && idle > timeoutNs) {
       for (ProgressTask& t : tasks) {
         if (t.finished || !ready(tasks, t)) continue;
-        return timeoutError(t.client->who() + ": " + describeCall(t.run->call()) +
-                            " made no progress for " + std::to_string(timeout) +
-                            " s (BRAID_TIMEOUT); stuck at " + t.run->position());
+        return timeoutError(t.client->who() + ": " + t.run->describe() + " made no progress for " +
+                            std::to_string(timeout) + " s (BRAID_TIMEOUT); stuck at " +
+                            t.run->position());
       }
     }
     if (idle < yieldNs) {

@@ -63,10 +63,10 @@ struct CallDescriptor {
   uint8_t dtype = 0;
   uint8_t op = 0;
   uint8_t algo = 0;
-  int32_t root = -1;
+  int32_t root = -1;  ///< broadcast and reduce: the root; send and receive: the receiving rank
   uint64_t count = 0;
   uint32_t seq = 0;  ///< per-communicator collective sequence, or per-peer p2p sequence
-  uint32_t reserved = 0;
+  int32_t from = 0;  ///< send and receive: the sending rank (0 for collectives)
 
   bool operator==(const CallDescriptor&) const = default;
 };

@@ -187,6 +187,11 @@ std::string CallMaker::callName(TestColl coll) {
   return coll == TestColl::kSendRecvRing ? "send" : testCollName(coll);
 }
 
+std::vector<std::string> CallMaker::callNames(TestColl coll) {
+  if (coll == TestColl::kSendRecvRing) return {"send", "recv"};
+  return {callName(coll)};
+}
+
 Timed CallMaker::call(TestColl coll, int root) {
   CallSpec spec;
   spec.coll = coll;
@@ -231,17 +236,31 @@ Timed CallMaker::call(const CallSpec& spec) {
   return t;
 }
 
-std::string describeSpec(const CallSpec& spec) {
+namespace {
+
+std::string describeSpecAs(const std::string& name, const CallSpec& spec) {
   static const char* const kTypes[] = {"int8",   "uint8", "int32", "uint32", "int64",
                                        "uint64", "half",  "float", "double", "bfloat16"};
   static const char* const kOps[] = {"sum", "prod", "max", "min", "avg"};
-  std::string text = CallMaker::callName(spec.coll) + "(count=" + std::to_string(spec.count) +
-                     ", " + kTypes[spec.type];
+  std::string text = name + "(count=" + std::to_string(spec.count) + ", " + kTypes[spec.type];
   if (isReduction(spec.coll)) text += std::string(", ") + kOps[spec.op];
   if (spec.coll == TestColl::kBroadcast || spec.coll == TestColl::kReduce) {
     text += ", root=" + std::to_string(spec.root);
   }
   return text;
+}
+
+}  // namespace
+
+std::string describeSpec(const CallSpec& spec) {
+  return describeSpecAs(CallMaker::callName(spec.coll), spec);
+}
+
+bool describesSpec(const std::string& message, const CallSpec& spec) {
+  for (const std::string& name : CallMaker::callNames(spec.coll)) {
+    if (message.find(describeSpecAs(name, spec)) != std::string::npos) return true;
+  }
+  return false;
 }
 
 std::vector<CollAlgo> everyCollectiveAndAlgorithm() {

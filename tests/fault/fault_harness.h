@@ -96,6 +96,9 @@ struct CallSpec {
 /// ranks ("allreduce(count=1000, float, sum", "broadcast(count=8, int32, root=2", "send(count=4,
 /// float").
 std::string describeSpec(const CallSpec& spec);
+/// Whether `message` describes the call as describeSpec does, or for the send/recv ring, whose
+/// ranks both send and receive, as either half ("send(count=4, float" or "recv(count=4, float").
+bool describesSpec(const std::string& message, const CallSpec& spec);
 
 /// The collectives under test, with `count` elements per rank (per peer for all-to-all) at most
 /// 8 bytes each; kSendRecvRing is a send to the next rank and a receive from the previous one in
@@ -109,6 +112,9 @@ class CallMaker {
   Timed call(const CallSpec& spec);
   /// The name describeCall uses for `coll` ("allreduce", "send", ...).
   static std::string callName(TestColl coll);
+  /// The names a rank making `coll` may see its call under: callName's, and "recv" too for the
+  /// send/recv ring.
+  static std::vector<std::string> callNames(TestColl coll);
 
  private:
   braidComm_t comm_;

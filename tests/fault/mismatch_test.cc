@@ -109,7 +109,7 @@ std::string rankBody(const Mismatch& m, int rank, const braidUniqueId& id) {
     checks.expect(rc == braidInvalidUsage, "expected braidInvalidUsage, got " + got);
     checks.expect(t.seconds < kTimeout, "not detected before the timeout: " + got);
     for (const CallSpec& spec : {m.common, m.deviant}) {
-      checks.expect(message.find(describeSpec(spec)) != std::string::npos,
+      checks.expect(describesSpec(message, spec),
                     "the message does not describe " + describeSpec(spec) + ": " + got);
     }
     braidResult_t async = braidSuccess;
