@@ -179,11 +179,7 @@ char* IbProxy::controlBlock(int peer, bool inbox) const {
 }
 
 void IbProxy::peerConnected(int peer) {
-  {
-    std::lock_guard<std::mutex> lock(connectedMu_);
-    connected_.push_back(peer);
-    connectedPending_.store(true, std::memory_order_release);
-  }
+  connected_.give(peer);
   linkOpened(peer);
   wakeProxy();
 }
@@ -194,14 +190,7 @@ void IbProxy::peerLost(int peer) {
 }
 
 void IbProxy::takeConnected() {
-  if (!connectedPending_.load(std::memory_order_acquire)) return;
-  std::vector<int> taken;
-  {
-    std::lock_guard<std::mutex> lock(connectedMu_);
-    taken.swap(connected_);
-    connectedPending_.store(false, std::memory_order_relaxed);
-  }
-  for (int peer : taken) {
+  for (int peer : connected_.take()) {
     if (adopted_[peer]) continue;
     adopted_[peer] = 1;
     active_.push_back(peer);

@@ -13,11 +13,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/hand_off.h"
 #include "base/status.h"
 #include "fifo/fifo.h"
 #include "transport/ib/ib_device.h"
@@ -170,9 +170,7 @@ class IbProxy final : public NetworkProxy {
   size_t controlStride_ = 0;
 
   // Peers handed over by peerConnected(), and peers lost before they came up.
-  std::mutex connectedMu_;
-  std::vector<int> connected_;
-  std::atomic<bool> connectedPending_{false};
+  HandOff<int> connected_;
   std::unique_ptr<std::atomic<bool>[]> lost_;
   // The thread's: the peers it took in, whose completion queues it polls.
   std::vector<uint8_t> adopted_;  ///< per rank

@@ -63,23 +63,12 @@ Result<std::unique_ptr<SocketProxy>> SocketProxy::start(ProxyOptions options,
 }
 
 void SocketProxy::adopt(PeerStream stream) {
-  {
-    std::lock_guard<std::mutex> lock(adoptMutex_);
-    adopted_.push_back(std::move(stream));
-  }
-  adoptPending_.store(true, std::memory_order_release);
+  adopted_.give(std::move(stream));
   wakeProxy();
 }
 
 void SocketProxy::takeAdopted() {
-  if (!adoptPending_.load(std::memory_order_acquire)) return;
-  std::vector<PeerStream> taken;
-  {
-    std::lock_guard<std::mutex> lock(adoptMutex_);
-    taken.swap(adopted_);
-    adoptPending_.store(false, std::memory_order_relaxed);
-  }
-  for (PeerStream& in : taken) {
+  for (PeerStream& in : adopted_.take()) {
     if (in.peer < 0 || in.peer >= options().nranks || !linked(in.peer)) continue;
     const size_t id = streams_.size();
     // A peer whose streams closed stays gone: one that comes back is a stranger to its calls.

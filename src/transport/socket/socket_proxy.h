@@ -25,13 +25,12 @@
 
 #include <sys/uio.h>
 
-#include <atomic>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/hand_off.h"
 #include "base/status.h"
 #include "fifo/fifo.h"
 #include "transport/network_proxy.h"
@@ -124,9 +123,7 @@ class SocketProxy final : public NetworkProxy {
   std::vector<SendState> send_;  ///< by FIFO index
   std::vector<RecvState> recv_;
 
-  std::mutex adoptMutex_;
-  std::vector<PeerStream> adopted_;  ///< under adoptMutex_: streams not yet taken in
-  std::atomic<bool> adoptPending_{false};
+  HandOff<PeerStream> adopted_;  ///< streams not yet taken in
 };
 
 }  // namespace braid
