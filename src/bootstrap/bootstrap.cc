@@ -61,6 +61,16 @@ Result<Socket> openListener(const std::string& ifname, const SocketAddress* near
 
 }  // namespace
 
+Status Channel::Frame::copyTo(void* out, size_t bytes, const std::string& what, int from,
+                              const std::string& hint) const {
+  if (data.size() != bytes) {
+    return invalidUsage(what + ": " + rankText(from) + " sent " + std::to_string(data.size()) +
+                        " bytes, this rank expects " + std::to_string(bytes) + hint);
+  }
+  if (bytes > 0) std::memcpy(out, data.data(), bytes);
+  return okStatus();
+}
+
 // ---- Impl: life cycle ----------------------------------------------------------------------
 
 Bootstrap::Impl::Impl(int rank, int nranks, const Secret& secret, Socket listener,
@@ -139,8 +149,8 @@ Status Bootstrap::Impl::connect(std::vector<SocketAddress> peers, const Deadline
       lock.unlock();
       return farewell(breakRing(s));
     }
-    const auto untilProbe = std::chrono::ceil<std::chrono::milliseconds>(
-        nextProbe - std::chrono::steady_clock::now());
+    const auto untilProbe =
+        std::chrono::ceil<std::chrono::milliseconds>(nextProbe - std::chrono::steady_clock::now());
     cv_.wait_for(lock, std::clamp(untilProbe, std::chrono::milliseconds(0),
                                   std::chrono::milliseconds(deadline.eventWaitMs())));
   }
@@ -344,13 +354,7 @@ Status Bootstrap::Impl::ringStep(const void* sendData, void* recvData, size_t by
                         std::to_string(frame.tag) + ", this rank in " + opName(op) + " step " +
                         std::to_string(seq) + " (ranks called different bootstrap collectives)");
   }
-  if (frame.data.size() != bytes) {
-    return invalidUsage(what + ": " + rankText(prev) + " sent a block of " +
-                        std::to_string(frame.data.size()) + " bytes, this rank expects " +
-                        std::to_string(bytes));
-  }
-  if (bytes > 0) std::memcpy(recvData, frame.data.data(), bytes);
-  return okStatus();
+  return frame.copyTo(recvData, bytes, what, prev);
 }
 
 Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, double graceSeconds) {
@@ -446,12 +450,8 @@ Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp o
                           opName(static_cast<RingOp>(frame.flags)) + ", this rank in " +
                           opName(op) + " (ranks called different bootstrap collectives)");
     }
-    if (frame.data.size() != bytes) {
-      return invalidUsage(step + ": " + rankText(from) + " sent " +
-                          std::to_string(frame.data.size()) + " bytes, this rank expects " +
-                          std::to_string(bytes) + " (ranks gave different block sizes)");
-    }
-    if (bytes > 0) std::memcpy(held.data() + bytesPerRank * size_t(have), frame.data.data(), bytes);
+    RETURN_IF_ERROR(frame.copyTo(held.data() + bytesPerRank * size_t(have), bytes, step, from,
+                                 " (ranks gave different block sizes)"));
     have += count;
   }
   for (int i = 1; i < nranks_ && bytesPerRank > 0; ++i) {
@@ -523,13 +523,7 @@ Status Bootstrap::Impl::recv(int peer, uint32_t tag, void* data, size_t bytes) {
   if (bytes > 0 && data == nullptr) return invalidArgument(what + ": null buffer");
   ASSIGN_OR_RETURN(const Channel::Frame frame,
                    take(p2pIn_[static_cast<size_t>(peer)], tag, opDeadline(), what));
-  if (frame.data.size() != bytes) {
-    return invalidUsage(what + ": " + rankText(peer) + " sent " +
-                        std::to_string(frame.data.size()) + " bytes, this rank expects " +
-                        std::to_string(bytes));
-  }
-  if (bytes > 0) std::memcpy(data, frame.data.data(), bytes);
-  return okStatus();
+  return frame.copyTo(data, bytes, what, peer);
 }
 
 std::optional<int> Bootstrap::Impl::unansweringPeer() {

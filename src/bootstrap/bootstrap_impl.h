@@ -53,6 +53,11 @@ struct Channel {
     uint16_t flags = 0;
     uint32_t tag = 0;
     std::vector<uint8_t> data;
+
+    /// Copies the payload to `out` when it is `bytes` long; otherwise fails with "<what>: rank
+    /// <from> sent N bytes, this rank expects <bytes><hint>".
+    Status copyTo(void* out, size_t bytes, const std::string& what, int from,
+                  const std::string& hint = "") const;
   };
   bool open = false;         ///< the peer connected and was admitted
   bool closed = false;       ///< and has gone since; `reason` says how

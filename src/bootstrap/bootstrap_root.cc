@@ -290,50 +290,19 @@ std::string RootServer::missingRanks() const {
   return out;
 }
 
-}  // namespace
-
-Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeoutSeconds,
-                                         double handshakeSeconds) {
-  // Build the process logger here, before the thread exists: a process forked while another
-  // thread is half way through a static's initialisation would wait for it forever.
+// Before the root's thread exists, the process logger is built and OpenSSL makes its lazy first
+// use: a process forked while another thread is half way through a static's initialisation would
+// wait for it forever.
+void initialiseBeforeThreads() {
   (void)processLogger();
-  // Likewise OpenSSL initialises itself lazily on first use: do that first use here.
   std::array<uint8_t, 32> warmKey{};
   (void)hmacSha256(warmKey.data(), warmKey.size(), warmKey.data(), warmKey.size());
-  ASSIGN_OR_RETURN(const InterfaceAddress interface, selectInterface(ifname));
-  ASSIGN_OR_RETURN(Socket listener, Socket::listenOn(interface.address));
-  ASSIGN_OR_RETURN(const SocketAddress address, listener.localAddress());
-  UniqueIdInfo info;
-  info.root = address;
-  ASSIGN_OR_RETURN(info.secret, newSecret());
-  auto server = std::make_unique<RootServer>(std::move(listener), address, info.secret,
-                                             timeoutSeconds, handshakeSeconds);
-  try {
-    std::thread([server = std::move(server)]() {
-      server->run();
-      endThreadCrypto();
-    }).detach();
-  } catch (const std::system_error& e) {
-    return systemError(std::string("bootstrap root thread: ") + e.what());
-  }
-  return encodeUniqueId(info);
 }
 
-Result<braidUniqueId> startBootstrapRootAt(const SocketAddress& bindAddress,
-                                           const SocketAddress& advertised, const Secret& secret,
-                                           double timeoutSeconds, double handshakeSeconds) {
-  (void)processLogger();  // before the thread exists, as in startBootstrapRoot
-  std::array<uint8_t, 32> warmKey{};
-  (void)hmacSha256(warmKey.data(), warmKey.size(), warmKey.data(), warmKey.size());
-  // A fixed port is reused run after run: connections the previous root closed sit in TIME_WAIT.
-  Socket listener(::socket(bindAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!listener.valid()) return errnoError("socket", errno);
-  const int one = 1;
-  (void)::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(listener.fd(), bindAddress.raw(), bindAddress.length()) != 0) {
-    return errnoError("bootstrap root: bind " + bindAddress.toString(), errno);
-  }
-  if (::listen(listener.fd(), 512) != 0) return errnoError("bootstrap root: listen", errno);
+/// Starts the root's thread on `listener` and returns the id ranks join with.
+Result<braidUniqueId> serveRoot(Socket listener, const SocketAddress& advertised,
+                                const Secret& secret, double timeoutSeconds,
+                                double handshakeSeconds) {
   UniqueIdInfo info;
   info.root = advertised;
   info.secret = secret;
@@ -348,6 +317,34 @@ Result<braidUniqueId> startBootstrapRootAt(const SocketAddress& bindAddress,
     return systemError(std::string("bootstrap root thread: ") + e.what());
   }
   return encodeUniqueId(info);
+}
+
+}  // namespace
+
+Result<braidUniqueId> startBootstrapRoot(const std::string& ifname, double timeoutSeconds,
+                                         double handshakeSeconds) {
+  initialiseBeforeThreads();
+  ASSIGN_OR_RETURN(const InterfaceAddress interface, selectInterface(ifname));
+  ASSIGN_OR_RETURN(Socket listener, Socket::listenOn(interface.address));
+  ASSIGN_OR_RETURN(const SocketAddress address, listener.localAddress());
+  ASSIGN_OR_RETURN(const Secret secret, newSecret());
+  return serveRoot(std::move(listener), address, secret, timeoutSeconds, handshakeSeconds);
+}
+
+Result<braidUniqueId> startBootstrapRootAt(const SocketAddress& bindAddress,
+                                           const SocketAddress& advertised, const Secret& secret,
+                                           double timeoutSeconds, double handshakeSeconds) {
+  initialiseBeforeThreads();
+  // A fixed port is reused run after run: connections the previous root closed sit in TIME_WAIT.
+  Socket listener(::socket(bindAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!listener.valid()) return errnoError("socket", errno);
+  const int one = 1;
+  (void)::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(listener.fd(), bindAddress.raw(), bindAddress.length()) != 0) {
+    return errnoError("bootstrap root: bind " + bindAddress.toString(), errno);
+  }
+  if (::listen(listener.fd(), 512) != 0) return errnoError("bootstrap root: listen", errno);
+  return serveRoot(std::move(listener), advertised, secret, timeoutSeconds, handshakeSeconds);
 }
 
 }  // namespace braid

@@ -44,13 +44,7 @@ Status Bootstrap::Impl::recvWatching(int peer, uint32_t tag, void* data, size_t 
   ASSIGN_OR_RETURN(const Channel::Frame frame,
                    takeWatchingPeer(p2pIn_[static_cast<size_t>(peer)], peer, tag, opDeadline(),
                                     what, /*watchRing=*/false));
-  if (frame.data.size() != bytes) {
-    return invalidUsage(what + ": " + rankText(peer) + " sent " +
-                        std::to_string(frame.data.size()) + " bytes, this rank expects " +
-                        std::to_string(bytes));
-  }
-  if (bytes > 0) std::memcpy(data, frame.data.data(), bytes);
-  return okStatus();
+  return frame.copyTo(data, bytes, what, peer);
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::Impl::shrink(const std::vector<int>& excludedIn) {
