@@ -1,25 +1,14 @@
 #include "transport/transport_filter.h"
 
 #include <array>
-#include <cctype>
+
+#include "base/text.h"
 
 namespace braid {
 namespace {
 
 constexpr std::array<TransportKind, 4> kKinds = {TransportKind::kShm, TransportKind::kP2p,
                                                  TransportKind::kSocket, TransportKind::kIb};
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -35,7 +24,7 @@ std::string_view transportKindName(TransportKind kind) {
 
 Result<TransportFilter> TransportFilter::parse(std::string_view spec) {
   TransportFilter filter;
-  spec = trim(spec);
+  spec = trimSpace(spec);
   if (spec.empty()) return filter;
   const bool exclude = spec.front() == '^';
   if (exclude) spec.remove_prefix(1);
@@ -43,7 +32,7 @@ Result<TransportFilter> TransportFilter::parse(std::string_view spec) {
   size_t start = 0;
   for (size_t i = 0; i <= spec.size(); ++i) {
     if (i < spec.size() && spec[i] != ',') continue;
-    const std::string name = lower(trim(spec.substr(start, i - start)));
+    const std::string name = lowerCase(trimSpace(spec.substr(start, i - start)));
     start = i + 1;
     bool known = false;
     for (TransportKind kind : kKinds) {

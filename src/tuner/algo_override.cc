@@ -6,6 +6,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/config.h"
+#include "base/text.h"
 
 namespace braid {
 namespace {
@@ -15,18 +16,6 @@ static_assert(kNumAlgorithms <= 32, "algorithm sets are 32-bit masks");
 constexpr std::string_view kVar = "BRAID_ALGO";
 
 uint32_t bit(Algorithm a) { return 1u << static_cast<int>(a); }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 /// Splits on any of `seps`, keeping empty pieces (so that "a,,b" can be reported).
 std::vector<std::string_view> split(std::string_view s, std::string_view seps) {
@@ -77,7 +66,7 @@ uint32_t servesMask(Collective coll) {
 }
 
 std::optional<Algorithm> algorithmByName(std::string_view name) {
-  const std::string l = lower(name);
+  const std::string l = lowerCase(name);
   for (int a = 0; a < kNumAlgorithms; ++a) {
     if (algorithmName(static_cast<Algorithm>(a)) == l) return static_cast<Algorithm>(a);
   }
@@ -85,7 +74,7 @@ std::optional<Algorithm> algorithmByName(std::string_view name) {
 }
 
 std::optional<Collective> collectiveByName(std::string_view name) {
-  const std::string l = lower(name);
+  const std::string l = lowerCase(name);
   for (int c = 0; c < AlgoOverride::kNumOverridable; ++c) {
     if (collectiveName(static_cast<Collective>(c)) == l) return static_cast<Collective>(c);
   }
@@ -135,15 +124,15 @@ struct Term {
 /// `['^'] name (sep name)*` into item.exclude / item.named.
 Status parseAlgorithms(std::string_view list, std::string_view seps, std::string_view term,
                        Item& item) {
-  list = trim(list);
+  list = trimSpace(list);
   item.text = list;
   if (!list.empty() && list.front() == '^') {
     item.exclude = true;
-    list = trim(list.substr(1));
+    list = trimSpace(list.substr(1));
   }
   if (list.empty()) return error("empty algorithm list " + quoted(item.text), term);
   for (std::string_view piece : split(list, seps)) {
-    const std::string_view name = trim(piece);
+    const std::string_view name = trimSpace(piece);
     if (name.empty()) return error("empty algorithm name in list " + quoted(item.text), term);
     std::optional<Algorithm> algo = algorithmByName(name);
     if (!algo) {
@@ -159,17 +148,17 @@ Status parseAlgorithms(std::string_view list, std::string_view seps, std::string
 Status parseRange(std::string_view text, std::string_view term, Item& item) {
   const size_t colon = text.find(':');
   if (colon == std::string_view::npos) {
-    return error("expected LO-HI:ALGOS, got " + quoted(trim(text)) +
+    return error("expected LO-HI:ALGOS, got " + quoted(trimSpace(text)) +
                      " (a list with size ranges must give a range for every item)",
                  term);
   }
-  const std::string_view range = trim(text.substr(0, colon));
+  const std::string_view range = trimSpace(text.substr(0, colon));
   const size_t dash = range.find('-');
   if (dash == std::string_view::npos) {
     return error("bad range " + quoted(range) + " (expected LO-HI, e.g. 0-64K or 1M-inf)", term);
   }
-  const std::string_view loText = trim(range.substr(0, dash));
-  const std::string_view hiText = trim(range.substr(dash + 1));
+  const std::string_view loText = trimSpace(range.substr(0, dash));
+  const std::string_view hiText = trimSpace(range.substr(dash + 1));
   Result<uint64_t> lo = parseByteSize(loText);
   if (!lo.ok()) {
     return error("bad size " + quoted(loText) + " in range " + quoted(range) + " (" +
@@ -177,7 +166,7 @@ Status parseRange(std::string_view text, std::string_view term, Item& item) {
                  term);
   }
   item.lo = lo.value();
-  if (lower(hiText) == "inf") {
+  if (lowerCase(hiText) == "inf") {
     item.toInf = true;
   } else {
     Result<uint64_t> hi = parseByteSize(hiText);
@@ -201,10 +190,10 @@ Result<Term> parseTerm(std::string_view text) {
   std::string_view body = text;
   const size_t colon = text.find(':');
   if (colon != std::string_view::npos) {
-    const std::string_view prefix = trim(text.substr(0, colon));
+    const std::string_view prefix = trimSpace(text.substr(0, colon));
     if (std::optional<Collective> coll = collectiveByName(prefix)) {
       term.coll = coll;
-      body = trim(text.substr(colon + 1));
+      body = trimSpace(text.substr(colon + 1));
     } else if (prefix.empty() || !std::isdigit(static_cast<unsigned char>(prefix.front()))) {
       return invalidArgument(std::string(kVar) + ": unknown collective " + quoted(prefix) + " in " +
                              quoted(text) + " (known: " + knownCollectives() + ")");
@@ -243,7 +232,7 @@ Result<AlgoOverride> AlgoOverride::parse(std::string_view text) {
   std::optional<Term> global;
   std::array<std::optional<Term>, kNumOverridable> own;
   for (std::string_view piece : split(text, ";")) {
-    piece = trim(piece);
+    piece = trimSpace(piece);
     if (piece.empty()) continue;
     ASSIGN_OR_RETURN(Term term, parseTerm(piece));
     if (!term.coll) {
