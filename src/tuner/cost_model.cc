@@ -47,6 +47,10 @@ constexpr uint64_t kSpanBlockRanks = 16;
 // are priced from one host's plans when hosts repeat, as shifted ones always are: below it every
 // rank's plans cost little to simulate.
 constexpr int kXorPricedFromRanks = 32;
+// From this many ranks on, a call whose elements do not split evenly among the ranks and channels
+// is priced at the next count that does (docs/scale.md#uneven-blocks-priced-as-the-largest):
+// uneven blocks make every rank's plan its own, and simulating all of them cost O(n^2) steps.
+constexpr int kRoundedFromRanks = 64;
 
 double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
 
@@ -432,6 +436,23 @@ Result<CostModel::CallPlans> CostModel::plansFor(Collective coll, Algorithm algo
   if (period_ > 0) {
     RETURN_IF_ERROR(buildUpTo(period_));
     out.periodic = planSymmetry(request, out.plans);
+    // A ring's or hier's steps wait on the largest block, so the plans of blocks all as large
+    // take about as long, and those repeat host by host.
+    const uint64_t whole = uint64_t(n) * uint64_t(std::max(1, nchannels));
+    if (!out.periodic && n >= kRoundedFromRanks && request.count % whole != 0) {
+      PlanRequest rounded = request;
+      rounded.count = (request.count / whole + 1) * whole;
+      std::vector<Plan> plans;
+      for (int r = 0; r < period_; ++r) {
+        rounded.rank = r;
+        ASSIGN_OR_RETURN(Plan plan, buildPlan(rounded));
+        plans.push_back(std::move(plan));
+      }
+      if (const std::optional<RankSymmetry> symmetry = planSymmetry(rounded, plans)) {
+        out.plans = std::move(plans);
+        out.periodic = symmetry;
+      }
+    }
   }
   // Partners by XOR are priced from one host's plans only where every rank's would cost much.
   // The two differ by how the simulation orders ranks whose tasks fall at the same moment: on
