@@ -51,6 +51,13 @@ constexpr int kXorPricedFromRanks = 32;
 // is priced at the next count that does (docs/scale.md#uneven-blocks-priced-as-the-largest):
 // uneven blocks make every rank's plan its own, and simulating all of them cost O(n^2) steps.
 constexpr int kRoundedFromRanks = 64;
+// From kRoundedFromRanks on, a candidate whose plans still do not repeat host by host is not
+// priced where simulating every rank's would take more steps than this: reduce-scatter rhd at 1000
+// ranks, whose folds break the symmetry, took 81 s of the grid. A long message's spans are
+// simulated some twenty times by one rank (candidates, cache tiers, one and two spans), so they
+// get an eighth of it (docs/scale.md#plans-too-costly-to-simulate).
+constexpr uint64_t kMaxSimulatedSteps = uint64_t{1} << 21;
+constexpr uint64_t kMaxSpanSimulatedSteps = kMaxSimulatedSteps / 8;
 
 double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
 
@@ -417,7 +424,8 @@ SimMachine CostModel::machineWith(BufferTiers tiers, double inCore) const {
 }
 
 Result<CostModel::CallPlans> CostModel::plansFor(Collective coll, Algorithm algo, uint64_t bytes,
-                                                 uint32_t chunkBytes, int nchannels) const {
+                                                 uint32_t chunkBytes, int nchannels,
+                                                 uint64_t maxSteps) const {
   const int n = machine_.nranks;
   PlanRequest request = modelRequest(coll, algo, n, bytes, chunkBytes, nchannels, ring_);
   // The hierarchical algorithm groups ranks by host, numbered as the communicator numbers them.
@@ -458,6 +466,14 @@ Result<CostModel::CallPlans> CostModel::plansFor(Collective coll, Algorithm algo
   // The two differ by how the simulation orders ranks whose tasks fall at the same moment: on
   // 64 ranks in hosts of 8 by at most 3.7% (docs/scale.md#xor-partners-priced-from-one-host).
   if (out.periodic == RankSymmetry::kXor && n < kXorPricedFromRanks) out.periodic.reset();
+  if (!out.periodic && n >= kRoundedFromRanks && !out.plans.empty() &&
+      uint64_t(n) * out.plans.front().stepCount() > maxSteps) {
+    return invalidArgument(std::string(algorithmName(algo)) + " " +
+                           std::string(collectiveName(coll)) + " of " + std::to_string(bytes) +
+                           " bytes at " + std::to_string(n) +
+                           " ranks is not priced: its plans do not repeat host by host, and " +
+                           "simulating every rank's would take too long");
+  }
   if (!out.periodic) RETURN_IF_ERROR(buildUpTo(n));
   return out;
 }
@@ -482,7 +498,8 @@ Result<std::shared_ptr<const CostModel::CallPlans>> CostModel::recentPlansFor(
       if (recent == key) return plans;
     }
   }
-  ASSIGN_OR_RETURN(CallPlans built, plansFor(coll, algo, bytes, chunkBytes, nchannels));
+  ASSIGN_OR_RETURN(CallPlans built,
+                   plansFor(coll, algo, bytes, chunkBytes, nchannels, kMaxSpanSimulatedSteps));
   auto plans = std::make_shared<const CallPlans>(std::move(built));
   std::lock_guard<std::mutex> lock(memo_->mutex);
   auto& recent = memo_->recentPlans;
@@ -532,7 +549,8 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
   if (bytes == 0 || machine_.nranks == 1) return 0.0;
   const uint64_t span = spanOf(coll, algo, chunkBytes, nchannels);
   if (bytes <= 2 * span) {
-    ASSIGN_OR_RETURN(CallPlans plans, plansFor(coll, algo, bytes, chunkBytes, nchannels));
+    ASSIGN_OR_RETURN(CallPlans plans,
+                     plansFor(coll, algo, bytes, chunkBytes, nchannels, kMaxSimulatedSteps));
     const uint64_t slots = machineFootprint(plans);
     SimMachine m = machineWith(bufferTiers(coll, algo, bytes, slots),
                                inCoreShare(bytes, chunkBytes, nchannels));

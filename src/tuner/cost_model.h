@@ -101,8 +101,10 @@ class CostModel {
   };
   /// The span of a long message: simulated at one and two spans and extrapolated past them.
   uint64_t spanOf(Collective coll, Algorithm algo, uint32_t chunkBytes, int nchannels) const;
+  /// The plans of a call; from kRoundedFromRanks ranks on, an error where they do not repeat host
+  /// by host and all of them hold over `maxSteps` steps (the call is then not priced).
   Result<CallPlans> plansFor(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
-                             int nchannels) const;
+                             int nchannels, uint64_t maxSteps) const;
   /// plansFor, shared with the last few callers that asked for the same call: a long message's
   /// spans are simulated once per cache tier, and their plans need building once.
   Result<std::shared_ptr<const CallPlans>> recentPlansFor(Collective coll, Algorithm algo,

@@ -433,5 +433,54 @@ TEST(CostModel, OneHostsPlansPriceXorPartnersNearlyAsEveryRanksDo) {
   EXPECT_GE(compared, 12);
 }
 
+// Elements that do not split evenly among the ranks and channels make every rank's plan its own;
+// from 64 ranks on they are priced at the next even count, whose plans repeat host by host. From
+// 4n elements that is near every rank's plans; below n elements, where most blocks are empty
+// and cost nothing, an upper bound.
+TEST(CostModel, UnevenBlocksArePricedAtTheNextEvenCount) {
+  const HostsAlike models = hostsAlike(12, 8, 2);  // 96 ranks: no power of two
+  for (Algorithm algo : {Algorithm::kRing, Algorithm::kHier}) {
+    for (uint64_t bytes : {uint64_t{64}, uint64_t{1} << 20, uint64_t{3} << 20}) {
+      Result<double> rounded =
+          models.periodic.predict(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
+      Result<double> full = models.full.predict(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
+      ASSERT_TRUE(rounded.ok()) << rounded.status().message();
+      ASSERT_TRUE(full.ok()) << full.status().message();
+      if (bytes / 4 >= 4 * 96) {
+        EXPECT_NEAR(*rounded, *full, 0.06 * *full) << algorithmName(algo) << " " << bytes << " B";
+      } else {
+        EXPECT_GE(*rounded, *full) << algorithmName(algo) << " " << bytes << " B";
+        EXPECT_LE(*rounded, 3.5 * *full) << algorithmName(algo) << " " << bytes << " B";
+      }
+    }
+  }
+}
+
+// Reduce-scatter rhd at 1000 ranks folds ranks in pairs first, so its plans repeat neither by
+// shift nor by XOR, and each has O(n) steps: too many to simulate all, so it is no candidate
+// there; the ring beside it, whose plans repeat, is priced.
+TEST(CostModel, CallsTooCostlyToSimulateAreNotPriced) {
+  std::vector<RankPlacement> p(1000);
+  for (size_t r = 0; r < p.size(); ++r) {
+    p[r].hostHash = 100 + r / 8;
+    p[r].locality.cores = 64;
+    p[r].locality.package = 0;
+  }
+  const CostModel model = CostModel::create(constants(), p, {}, 4).value();
+  // 8 KiB on 4 channels is simulated whole, 1 MiB on one from spans of it.
+  for (auto [bytes, channels] :
+       {std::pair{uint64_t{8} << 10, 4}, std::pair{uint64_t{1} << 20, 1}}) {
+    Result<double> rhd =
+        model.predict(Collective::kReduceScatter, Algorithm::kRhd, bytes, 128 << 10, channels);
+    ASSERT_FALSE(rhd.ok()) << bytes << " B";
+    EXPECT_NE(rhd.status().message().find("not priced"), std::string::npos)
+        << rhd.status().message();
+    Result<double> ring =
+        model.predict(Collective::kReduceScatter, Algorithm::kRing, bytes, 128 << 10, channels);
+    ASSERT_TRUE(ring.ok()) << ring.status().message();
+    EXPECT_GT(*ring, 0);
+  }
+}
+
 }  // namespace
 }  // namespace braid
