@@ -290,7 +290,8 @@ std::string algoSetting(const CollAlgo& ca) {
 
 bool namesDeadRank(const std::string& message, int rank) {
   const std::string r = "rank " + std::to_string(rank);
-  for (const std::string& form : {r + " (pid ", r + " closed", r + " exited", r + " ("}) {
+  for (const std::string& form :
+       {r + " (pid ", r + " closed", r + " broke", r + " exited", r + " ("}) {
     for (size_t at = message.find(form); at != std::string::npos; at = message.find(form, at + 1)) {
       // "rank 1 (" must not be the start of "rank 1 (pid" of another form: any is fine, but
       // the address form must say the rank left.

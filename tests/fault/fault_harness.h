@@ -135,7 +135,8 @@ std::vector<CollAlgo> everyCollectiveAndAlgorithm();
 std::string algoSetting(const CollAlgo& ca);
 
 /// Whether `message` says that `rank` died or dropped out: "rank 3 (pid ...) exited",
-/// "rank 3 closed the connection", "rank 3 exited", "rank 3 (addr) left ...".
+/// "rank 3 closed the connection", "rank 3 broke the connection (Connection reset by peer)",
+/// "rank 3 exited", "rank 3 (addr) left ...".
 bool namesDeadRank(const std::string& message, int rank);
 
 /// Seconds since a steady-clock start.
