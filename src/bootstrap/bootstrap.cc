@@ -38,7 +38,13 @@ void faultPoint(const char* point, const SocketAddress& listener) {
 
 std::string rankText(int rank) { return "rank " + std::to_string(rank); }
 
-const char* opName(RingOp op) { return op == RingOp::kBarrier ? "barrier" : "allGather"; }
+const char* opName(RingOp op) {
+  switch (op) {
+    case RingOp::kBarrier: return "barrier";
+    case RingOp::kSpreadAddresses: return "spreading the listener addresses";
+    default: return "allGather";
+  }
+}
 
 // A socket we only write to has nothing to read; readable means the peer closed or reset it.
 bool peerHungUp(const Socket& socket) {
@@ -384,6 +390,65 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, do
   return okStatus();
 }
 
+Status Bootstrap::Impl::spreadAddresses(const Deadline& deadline) {
+  const uint32_t seq = static_cast<uint32_t>(ringSeq_++);
+  const uint32_t tag = kDisseminationTag | ((seq & 0xffu) << 8) | kSpreadRound;
+  const std::string what = rankText(rank_) + ": " + opName(RingOp::kSpreadAddresses);
+  faultPoint("ring:step", listenAddress_);
+  // A rank at distance v = n - rank from rank 0 hears from its addressParent (v less its highest
+  // bit) and tells the ranks at v + 2^k for every 2^k above v.
+  const int distance = (nranks_ - rank_) % nranks_;
+  int firstStep = 1;
+  std::vector<uint8_t> table;
+  if (distance == 0) {
+    table = encodeAddressTable(peers_);
+  } else {
+    const int parent = addressParent(rank_, nranks_);
+    const std::string step = what + ": receive from " + rankText(parent);
+    Channel* channel = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      channel = &gatherIn_[parent];
+    }
+    Result<Channel::Frame> taken =
+        takeWatchingPeer(*channel, parent, tag, deadline, step, /*watchRing=*/true);
+    if (!taken.ok()) return breakRing(namingTheCause(taken.status(), step, deadline));
+    if (taken->flags != static_cast<uint16_t>(RingOp::kSpreadAddresses)) {
+      return breakRing(invalidUsage(step + ": " + rankText(parent) + " is in " +
+                                    opName(static_cast<RingOp>(taken->flags)) +
+                                    " (ranks called different bootstrap collectives)"));
+    }
+    table = std::move(taken->data);
+    Result<std::vector<SocketAddress>> all = decodeAddressTable(table, nranks_);
+    if (!all.ok()) return breakRing(all.status().withContext(step));
+    if (!(all.value()[size_t(rank_)] == listenAddress_)) {
+      return breakRing(remoteError(step + ": the table gives this rank's address as " +
+                                   all.value()[size_t(rank_)].toString() + ", not " +
+                                   listenAddress_.toString()));
+    }
+    setPeers(std::move(all).value());
+    while (firstStep <= distance) firstStep *= 2;
+  }
+  for (int step = firstStep; distance + step < nranks_; step *= 2) {
+    const int to = (rank_ - step + nranks_) % nranks_;
+    const std::string send = what + ": send to " + rankText(to);
+    if (Status sent =
+            sendFrame(Purpose::kGather, to, static_cast<uint16_t>(RingOp::kSpreadAddresses), tag,
+                      table.data(), table.size(), deadline, send);
+        !sent.ok()) {
+      return breakRing(namingTheCause(sent, send, deadline));
+    }
+  }
+  return okStatus();
+}
+
+Status Bootstrap::Impl::namingTheCause(Status failed, const std::string& step,
+                                       const Deadline& deadline) {
+  if (failed.code() != braidRemoteError) return failed;
+  std::optional<Status> cause = ringCause(deadline);
+  return cause ? Status(cause->code(), step + ": " + cause->message()) : failed;
+}
+
 Result<Channel::Frame> Bootstrap::Impl::takeWatchingPeer(Channel& channel, int peer, uint32_t tag,
                                                          const Deadline& deadline,
                                                          const std::string& what, bool watchRing) {
@@ -423,17 +488,10 @@ Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp o
     const uint32_t tag = kDisseminationTag | ((seq & 0xffu) << 8) | uint32_t(round);
     const size_t bytes = bytesPerRank * size_t(count);
     const std::string step = what + " round " + std::to_string(round);
-    // A peer that closed its connection may have failed over another rank's loss: what the ring
-    // brings soon after names that rank instead.
-    auto causeOf = [&](Status failed) {
-      if (failed.code() != braidRemoteError) return failed;
-      std::optional<Status> cause = ringCause(deadline);
-      return cause ? Status(cause->code(), step + ": " + cause->message()) : failed;
-    };
     if (Status sent = sendFrame(Purpose::kGather, to, static_cast<uint16_t>(op), tag, held.data(),
                                 bytes, deadline, step + ": send to " + rankText(to));
         !sent.ok()) {
-      return causeOf(sent);
+      return namingTheCause(sent, step, deadline);
     }
     Channel* gathered = nullptr;
     {
@@ -443,7 +501,7 @@ Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp o
     Result<Channel::Frame> taken =
         takeWatchingPeer(*gathered, from, tag, deadline, step + ": receive from " + rankText(from),
                          /*watchRing=*/true);
-    if (!taken.ok()) return causeOf(taken.status());
+    if (!taken.ok()) return namingTheCause(taken.status(), step, deadline);
     const Channel::Frame& frame = taken.value();
     if (frame.flags != static_cast<uint16_t>(op)) {
       return invalidUsage(step + ": " + rankText(from) + " is in " +
@@ -622,7 +680,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   RETURN_IF_ERROR(
       writeFrame(root, FrameType::kJoin, 0, 0, payload.data(), payload.size(), deadline, atRoot));
   faultPoint("join:root", impl->listenAddress());
-  const size_t tableBytes = kRingAddresses * SocketAddress::kWireBytes;
+  const std::vector<int> told = rootTableRanks(rank, nranks);
+  const size_t tableBytes = told.size() * SocketAddress::kWireBytes;
   std::vector<uint8_t> table;
   Result<FrameHeader> header =
       readFrame(root, frameBit(FrameType::kTable) | frameBit(FrameType::kError),
@@ -645,22 +704,25 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   }
   root.close();
   faultPoint("join:table", impl->listenAddress());
-  Result<std::vector<SocketAddress>> decoded = decodeAddressTable(table, kRingAddresses);
+  Result<std::vector<SocketAddress>> decoded =
+      decodeAddressTable(table, static_cast<int>(told.size()));
   if (!decoded.ok()) return decoded.status().withContext(atRoot);
-  const std::vector<SocketAddress>& around = decoded.value();
-  if (!(around[1] == impl->listenAddress())) {
-    return remoteError(atRoot + ": the table gives this rank's address as " + around[1].toString() +
-                       ", not " + impl->listenAddress().toString());
-  }
-  // The root told this rank its neighbours only; the ring brings everyone else's address.
   std::vector<SocketAddress> peers(static_cast<size_t>(nranks));
-  peers[static_cast<size_t>((rank + nranks - 1) % nranks)] = around[0];
-  peers[static_cast<size_t>((rank + 1) % nranks)] = around[2];
-  peers[static_cast<size_t>(rank)] = around[1];
+  for (size_t i = 0; i < told.size(); ++i) peers[size_t(told[i])] = decoded.value()[i];
+  if (!(peers[size_t(rank)] == impl->listenAddress())) {
+    return remoteError(atRoot + ": the table gives this rank's address as " +
+                       peers[size_t(rank)].toString() + ", not " +
+                       impl->listenAddress().toString());
+  }
+  // The root told this rank a few addresses only; the others come over the ring or the tree.
   RETURN_IF_ERROR(impl->connect(peers, deadline));
-  if (nranks > 2) {
+  if (nranks > kRingCollectiveMaxRanks) {
+    RETURN_IF_ERROR(
+        impl->spreadAddresses(deadline).withContext("receiving the ranks' listener addresses"));
+  } else if (nranks > 2) {
     std::vector<uint8_t> wire(static_cast<size_t>(nranks) * SocketAddress::kWireBytes);
-    around[1].toWire(wire.data() + static_cast<size_t>(rank) * SocketAddress::kWireBytes);
+    impl->listenAddress().toWire(wire.data() +
+                                 static_cast<size_t>(rank) * SocketAddress::kWireBytes);
     RETURN_IF_ERROR(impl->allGather(wire.data(), SocketAddress::kWireBytes, RingOp::kAllGather)
                         .withContext("exchanging the ranks' listener addresses"));
     ASSIGN_OR_RETURN(peers, decodeAddressTable(wire, nranks));

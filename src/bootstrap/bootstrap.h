@@ -6,8 +6,10 @@
 // connects to the root, proves it holds the secret (HMAC-SHA256 challenge-response in both
 // directions, the secret never crosses the wire) and sends its rank and listener address. Once all
 // nranks have arrived, the root sends every rank its ring neighbours' addresses (O(n) work for the
-// root) and leaves. Ranks then connect in a ring (rank r to r+1), all-gather every rank's address
-// around it, and open point-to-point connections to any peer's listener on demand for send/recv.
+// root) and leaves. Ranks then connect in a ring (rank r to r+1) and learn every rank's address:
+// round the ring up to 8 ranks; beyond, rank 0 has the whole table from the root and it passes
+// down a binomial tree in log2 n rounds (each rank also has its parent's address from the root).
+// They open point-to-point connections to any peer's listener on demand for send/recv.
 // Once every address is known, allGather and barrier over more than 8 ranks run in log2 n rounds
 // of point-to-point messages (rank r to r - 2^k) rather than n-1 steps round the ring; the ring
 // still carries failures to every rank. Every connection is authenticated the same way; one that

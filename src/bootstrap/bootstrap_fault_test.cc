@@ -359,42 +359,56 @@ TEST(BootstrapFault, RankThatGivesUpTellsEveryoneWhoNeverCame) {
   }
 }
 
-TEST(BootstrapFault, RankThatDiesAfterTheRendezvousIsReportedNotWaitedFor) {
+// Rank `victim` of n joins with a listener of its own, gets its table and vanishes before it
+// connects the ring; the others join and then meet in a barrier. Every one of them must fail
+// (in join or in the barrier) naming the victim, long before the timeout.
+void expectVanishedRankNamed(int n, int victim) {
+  SCOPED_TRACE("n " + std::to_string(n) + ", victim " + std::to_string(victim));
   const braidUniqueId id = newRoot();
   const UniqueIdInfo info = infoOf(id);
-  std::vector<Status> out(3);
+  std::vector<Status> out(static_cast<size_t>(n));
   std::vector<std::thread> ranks;
-  for (int r = 1; r < 3; ++r) {
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
     ranks.emplace_back([&, r] {
-      auto b = Bootstrap::join(id, r, 3, "lo", waitFor(kTestTimeout));
-      out[static_cast<size_t>(r)] = b.ok() ? okStatus() : b.status();
+      auto b = Bootstrap::join(id, r, n, "lo", waitFor(kTestTimeout));
+      out[static_cast<size_t>(r)] = b.ok() ? b.value()->barrier() : b.status();
     });
   }
   {
-    // Rank 0 joins with a listener of its own, gets the table, and vanishes before it connects
-    // the ring: rank 2 cannot reach it, and rank 1 waits for a ring connection that never comes.
     Socket listener = Socket::listenOn(SocketAddress::parse("127.0.0.1:0").value()).value();
-    Socket rank0 = authenticated(info.root, info.secret);
-    const std::vector<uint8_t> join = encodeJoin({0, 3, listener.localAddress().value()});
-    ASSERT_TRUE(writeFrame(rank0, FrameType::kJoin, 0, 0, join.data(), join.size(),
-                           Deadline::after(5), "rank 0")
+    Socket gone = authenticated(info.root, info.secret);
+    const std::vector<uint8_t> join = encodeJoin({victim, n, listener.localAddress().value()});
+    ASSERT_TRUE(writeFrame(gone, FrameType::kJoin, 0, 0, join.data(), join.size(),
+                           Deadline::after(5), "victim")
                     .ok());
     std::vector<uint8_t> table;
-    ASSERT_TRUE(readFrame(rank0, frameBit(FrameType::kTable), 3 * SocketAddress::kWireBytes, &table,
-                          Deadline::after(kTestTimeout), "rank 0")
+    const size_t tableBytes = rootTableRanks(victim, n).size() * SocketAddress::kWireBytes;
+    ASSERT_TRUE(readFrame(gone, frameBit(FrameType::kTable), static_cast<uint32_t>(tableBytes),
+                          &table, Deadline::after(kTestTimeout), "victim")
                     .ok());
   }
   const Deadline quick = Deadline::after(5);
   for (std::thread& t : ranks) t.join();
   EXPECT_FALSE(quick.expired()) << "the ranks waited for their timeout";
-  for (int r = 1; r < 3; ++r) {
+  const std::string name = "rank " + std::to_string(victim);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
     const Status& s = out[static_cast<size_t>(r)];
     EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
     // Refused (it is gone) or cut off during the handshake (it went while we connected).
-    EXPECT_TRUE(s.message().find("rank 0 exited") != std::string::npos ||
-                s.message().find("rank 0 closed the connection") != std::string::npos)
-        << s.message();
+    EXPECT_TRUE(s.message().find(name + " exited") != std::string::npos ||
+                s.message().find(name + " closed the connection") != std::string::npos)
+        << "rank " << r << ": " << s.message();
   }
+}
+
+TEST(BootstrapFault, RankThatDiesAfterTheRendezvousIsReportedNotWaitedFor) {
+  // Rank 1 waits for a ring connection that never comes, and rank 2 cannot reach rank 0.
+  expectVanishedRankNamed(3, 0);
+  // Beyond 8 ranks the listeners come down a tree from rank 0: its root (every rank below it),
+  // an inner rank (ranks 6 and 2 hear from rank 10) and a leaf.
+  for (int victim : {0, 10, 4}) expectVanishedRankNamed(12, victim);
 }
 
 // Runs n ranks; `body` per rank gets its own bootstrap as a unique_ptr so it can destroy it.

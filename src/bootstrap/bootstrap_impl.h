@@ -35,15 +35,13 @@ namespace braid {
 enum class Purpose : uint32_t { kRing = 1, kP2p = 2, kGather = 3 };
 
 /// Ring frames carry the operation in their flags, so ranks in different collectives notice.
-enum class RingOp : uint16_t { kAllGather = 1, kBarrier = 2 };
+enum class RingOp : uint16_t { kAllGather = 1, kBarrier = 2, kSpreadAddresses = 3 };
 
-/// Up to this many ranks the collectives go round the ring (n-1 steps); beyond it they
-/// disseminate in ceil(log2 n) rounds over point-to-point connections, once every rank's listener
-/// is known.
-constexpr int kRingCollectiveMaxRanks = 8;
 /// The tags of dissemination frames ("BG", then the collective's number and the round), apart
 /// from any a caller of send and recv uses.
 constexpr uint32_t kDisseminationTag = 0x42470000;
+/// The round number in the tag of spreadAddresses' frames.
+constexpr uint32_t kSpreadRound = 0xff;
 /// How often a wait for a peer that may have exited looks at its listener.
 constexpr double kProbeEverySeconds = 0.5;
 
@@ -87,6 +85,10 @@ class Bootstrap::Impl {
   /// Records the ranks' listeners (at least the ring neighbours') and connects the ring (to
   /// rank+1, from rank-1).
   Status connect(std::vector<SocketAddress> peers, const Deadline& deadline);
+  /// Beyond kRingCollectiveMaxRanks, at join: rank 0's every listener address passes down the
+  /// binomial tree of addressParent, each rank receiving the table once and sending it on to its
+  /// children (log2 n rounds, O(n) bytes a rank); a failure breaks the ring as allGather does.
+  Status spreadAddresses(const Deadline& deadline);
   /// Every rank's listener, once the ring has gathered them (before any other use).
   void setPeers(std::vector<SocketAddress> peers) {
     peers_ = std::move(peers);
@@ -135,6 +137,9 @@ class Bootstrap::Impl {
   /// from rank + 2^k. Every wait also ends when the ring reports a failure, which breakRing then
   /// passes on as the ring collectives do.
   Status disseminate(uint8_t* data, size_t bytesPerRank, RingOp op, const Deadline& deadline);
+  /// A failure that is only a peer closing its connection may come from another rank's loss:
+  /// what the ring brings soon after names that rank instead (prefixed with `step`).
+  Status namingTheCause(Status failed, const std::string& step, const Deadline& deadline);
   /// take from `peer`'s channel, looking every kProbeEverySeconds, while the peer has not
   /// connected, whether its listener still exists; watchRing: take's watchNext and watchRing.
   Result<Channel::Frame> takeWatchingPeer(Channel& channel, int peer, uint32_t tag,

@@ -1,11 +1,10 @@
 // The root of a rendezvous: a detached thread that serves exactly one. One poll loop drives every
 // connection, so a stranger that stalls or sends garbage costs the joiners nothing: it is dropped
 // when its handshake fails or its short handshake deadline passes. Joined ranks wait (their
-// connections idle) until all nranks have arrived; then each gets its ring neighbours' addresses
-// (kRingAddresses: previous, its own, next) and the root
-// closes everything and exits. When the ranks disagree, or the rendezvous times out, each
-// connected rank gets an error frame saying why; ranks that arrive shortly after a disagreement
-// are told too.
+// connections idle) until all nranks have arrived; then each gets the addresses rootTableRanks
+// names (its ring neighbours' and its own, at least) and the root closes everything and exits. When
+// the ranks disagree, or the rendezvous times out, each connected rank gets an error frame saying
+// why; ranks that arrive shortly after a disagreement are told too.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -262,13 +261,12 @@ void RootServer::complete() {
   std::vector<SocketAddress> addresses(static_cast<size_t>(nranks_));
   for (const auto& [rank, member] : joined_)
     addresses[static_cast<size_t>(rank)] = member->listener;
-  // Each rank gets its ring neighbours' addresses and its own, not the whole table: the root's
-  // work stays O(n). The ranks all-gather the rest around the ring they then connect.
+  // Each rank gets a few addresses, not the whole table (rank 0 apart): the root's work stays
+  // O(n). The ranks pass the rest on over the ring they then connect, or down a tree from rank 0.
   for (auto& [rank, member] : joined_) {
-    const size_t r = static_cast<size_t>(rank), n = static_cast<size_t>(nranks_);
-    const std::vector<SocketAddress> around = {addresses[(r + n - 1) % n], addresses[r],
-                                               addresses[(r + 1) % n]};
-    tell(std::move(member), FrameType::kTable, encodeAddressTable(around));
+    std::vector<SocketAddress> told;
+    for (int r : rootTableRanks(rank, nranks_)) told.push_back(addresses[static_cast<size_t>(r)]);
+    tell(std::move(member), FrameType::kTable, encodeAddressTable(told));
   }
   joined_.clear();
   done_ = true;

@@ -132,8 +132,9 @@ TEST_P(Rendezvous, AllGatherBarrierSendRecv) {
   }));
 }
 
-// Up to 8 ranks the collectives go round the ring; 9 and up disseminate in log2 n rounds.
-INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 8, 9, 13, 16));
+// Up to 8 ranks the collectives go round the ring; 9 and up disseminate in log2 n rounds, and
+// the listeners come down a tree (33: five levels below rank 0).
+INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 8, 9, 13, 16, 33));
 
 TEST(Bootstrap, LateRanksStillJoin) {
   const braidUniqueId id = newRoot();
@@ -300,6 +301,36 @@ TEST(BootstrapWire, IdentifyAndAddressTables) {
   std::vector<uint8_t> padded = table;
   padded[12] = 1;  // nothing may hide in the unused bytes of an IPv4 entry
   EXPECT_FALSE(decodeAddressTable(padded, 3).ok());
+}
+
+TEST(BootstrapWire, AddressTreeReachesEveryRankOnceInLog2Rounds) {
+  for (int n : {9, 12, 16, 17, 100, 1000, 4097}) {
+    int deepest = 0;
+    for (int r = 1; r < n; ++r) {
+      // Each hop up the tree drops the distance from rank 0's highest bit: at most log2 n hops.
+      int depth = 0;
+      for (int at = r; at != 0; at = addressParent(at, n)) {
+        const int parent = addressParent(at, n);
+        ASSERT_LT((n - parent) % n, n - at) << "n " << n << " rank " << at;
+        ++depth;
+      }
+      deepest = std::max(deepest, depth);
+      const std::vector<int> told = rootTableRanks(r, n);
+      ASSERT_EQ(told.size(), 4u);
+      EXPECT_EQ(told[0], (r + n - 1) % n);
+      EXPECT_EQ(told[1], r);
+      EXPECT_EQ(told[2], (r + 1) % n);
+      EXPECT_EQ(told[3], addressParent(r, n));
+    }
+    EXPECT_LE(1 << (deepest - 1), n) << "n " << n;
+    EXPECT_EQ(rootTableRanks(0, n).size(), static_cast<size_t>(n));
+  }
+  EXPECT_EQ(addressParent(0, 12), 0);
+  EXPECT_EQ(addressParent(10, 12), 0);  // distance 2
+  EXPECT_EQ(addressParent(9, 12), 11);  // distance 3 = 1 + 2
+  EXPECT_EQ(addressParent(2, 12), 10);  // distance 10 = 2 + 8
+  EXPECT_EQ(rootTableRanks(0, 8), (std::vector<int>{7, 0, 1}));
+  EXPECT_EQ(rootTableRanks(5, 8), (std::vector<int>{4, 5, 6}));
 }
 
 TEST(BootstrapWire, ErrorPayloadsAreClampedAndPrintable) {

@@ -114,6 +114,26 @@ Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload) {
   return identify;
 }
 
+int addressParent(int rank, int nranks) {
+  if (rank == 0) return 0;
+  const int distance = nranks - rank;
+  int step = 1;
+  while (2 * step <= distance) step *= 2;
+  return (rank + step) % nranks;
+}
+
+std::vector<int> rootTableRanks(int rank, int nranks) {
+  std::vector<int> ranks = {(rank + nranks - 1) % nranks, rank, (rank + 1) % nranks};
+  if (nranks <= kRingCollectiveMaxRanks) return ranks;
+  if (rank != 0) {
+    ranks.push_back(addressParent(rank, nranks));
+    return ranks;
+  }
+  ranks.resize(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) ranks[static_cast<size_t>(r)] = r;
+  return ranks;
+}
+
 std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses) {
   std::vector<uint8_t> table(addresses.size() * SocketAddress::kWireBytes);
   for (size_t r = 0; r < addresses.size(); ++r) {

@@ -78,8 +78,18 @@ constexpr size_t kIdentifyBytes = 12;
 std::vector<uint8_t> encodeIdentify(const Identify& identify);
 Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload);
 
-/// Addresses in the root's table for each rank: its previous ring neighbour's, its own, its next.
-constexpr int kRingAddresses = 3;
+/// Up to this many ranks the collectives go round the ring (n-1 steps); beyond it they
+/// disseminate in ceil(log2 n) rounds over point-to-point connections, once every rank's listener
+/// is known, and the listeners themselves come down a binomial tree from rank 0.
+constexpr int kRingCollectiveMaxRanks = 8;
+/// Beyond kRingCollectiveMaxRanks: the rank that passes `rank` every listener, rank + 2^k for
+/// the largest 2^k at most nranks - rank (0 for rank 0, the tree's root). Its edges are those of
+/// dissemination's rounds (a rank sends to rank - 2^k), so the connections serve both.
+int addressParent(int rank, int nranks);
+/// The ranks whose listeners the root's table for `rank` holds, in order: its previous ring
+/// neighbour, itself and its next; beyond kRingCollectiveMaxRanks also its addressParent, and
+/// rank 0 gets every rank's (the root's work stays O(n)).
+std::vector<int> rootTableRanks(int rank, int nranks);
 /// A table of listener addresses (the root's to each rank, the ranks' gathered one), in order.
 std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses);
 /// remoteError unless `table` holds exactly nranks well-formed addresses with ports.
