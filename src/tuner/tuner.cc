@@ -46,6 +46,11 @@ constexpr int kDirectMaxRanks = 64;
 // time. BRAID_ALGO=direct there runs with a default chunk and one channel.
 constexpr int kCostOnlyPickableFromRanks = 32;
 
+// From this many ranks on a pair's long sizes, which share their span simulations and so went to
+// one rank, are costed in two rounds of smaller shares (Tuner::costStaged): that rank's share was
+// the slowest, what init waits for when every rank has a core (docs/scale.md).
+constexpr int kStagedFromRanks = 32;
+
 // The model gives calls above this size no chunk below it. It rates smaller chunks a finer
 // pipeline at little cost per step, but each step costs more than it sees
 // (docs/performance-notes.md#chunks-of-large-calls).
@@ -150,7 +155,13 @@ int Tuner::cellOwner(int pair, int k, bool longSize, int nranks) {
   return (pair * kGridSizes + k) % nranks;
 }
 
-Tuner::Owners Tuner::cellOwners(const CostModel& model, int nranks) const {
+size_t Tuner::middleChunk(const std::vector<uint32_t>& chunks, uint64_t bytes) {
+  size_t middle = chunks.size() / 2;
+  while (middle > 0 && bytes <= chunks[middle - 1]) --middle;
+  return middle;
+}
+
+Tuner::Owners Tuner::cellOwners(const CostModel& model, int nranks, bool staged) const {
   const std::vector<uint32_t> chunks = chunkCandidates();
   const std::vector<int> channels = channelCandidates();
   Owners owners;
@@ -163,7 +174,7 @@ Tuner::Owners Tuner::cellOwners(const CostModel& model, int nranks) const {
         if (!chunkApplies(chunks, i, bytes)) continue;
         for (int ch : channels) longSize |= bytes > model.wholeUpTo(coll, algo, chunks[i], ch);
       }
-      row[size_t(k)] = cellOwner(pair, k, longSize, nranks);
+      row[size_t(k)] = staged && longSize ? kStaged : cellOwner(pair, k, longSize, nranks);
     }
   });
   return owners;
@@ -173,7 +184,7 @@ Tuner::Owners Tuner::cellOwners(const CostModel& model, int nranks) const {
 // simulates thousands of plans. BRAID_ALGO and the tuning file do not enter it.
 struct Tuner::GridCache {
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<const Grid>> grids;
+  std::map<std::string, std::shared_ptr<const GridBuild>> grids;
 };
 
 Tuner::GridCache& Tuner::gridCache() {
@@ -189,36 +200,49 @@ void Tuner::forgetGrids() {
 
 Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
   GridCache& cache = gridCache();
+  const int nranks = std::max(1, share.nranks);
+  const bool staged = nranks >= kStagedFromRanks;
   std::string key = model.key();
+  // A staged build keeps the candidates a later rank with this grid cached must send.
   for (uint64_t v :
        {uint64_t(options_.maxChannels), uint64_t(options_.slotBytes), uint64_t(options_.nslots),
-        uint64_t(options_.chunkBytes), uint64_t(options_.nchannels)}) {
+        uint64_t(options_.chunkBytes), uint64_t(options_.nchannels), uint64_t(staged)}) {
     key.append(reinterpret_cast<const char*>(&v), sizeof(v));
   }
-  std::shared_ptr<const Grid> cached;
+  std::shared_ptr<const GridBuild> cached;
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
     if (auto it = cache.grids.find(key); it != cache.grids.end()) cached = it->second;
   }
-  const int nranks = std::max(1, share.nranks);
-  const Owners owners = cellOwners(model, nranks);
+  const Owners owners = cellOwners(model, nranks, staged);
   if (cached) {
-    grid_ = cached;
+    grid_ = std::shared_ptr<const Grid>(cached, &cached->grid);
     if (nranks == 1) return okStatus();
     // The other ranks still wait for this one's share; what comes back is this grid again.
-    auto scratch = std::make_unique<Grid>(*cached);
-    return gatherCells(share, owners, *scratch).withContext("sharing the tuner's grid");
+    auto scratch = std::make_unique<GridBuild>(*cached);
+    if (staged) {
+      RETURN_IF_ERROR(
+          costStaged(nullptr, share, owners, *scratch).withContext("sharing the tuner's grid"));
+    }
+    return gatherCells(share, owners, scratch->grid).withContext("sharing the tuner's grid");
   }
-  auto grid = std::make_shared<Grid>();
-  costCells(model, owners, share.rank, *grid);
+  auto build = std::make_shared<GridBuild>();
+  costCells(model, owners, share.rank, build->grid);
+  if (staged) {
+    RETURN_IF_ERROR(
+        costStaged(&model, share, owners, *build).withContext("sharing the tuner's grid"));
+  }
   releaseSimulationTables();
   if (nranks > 1) {
-    RETURN_IF_ERROR(gatherCells(share, owners, *grid).withContext("sharing the tuner's grid"));
+    RETURN_IF_ERROR(
+        gatherCells(share, owners, build->grid).withContext("sharing the tuner's grid"));
   }
   std::lock_guard<std::mutex> lock(cache.mutex);
   // Bound the cache: a process rarely has more than a few distinct communicator shapes.
   if (cache.grids.size() >= 16) cache.grids.clear();
-  grid_ = cache.grids.emplace(std::move(key), std::move(grid)).first->second;
+  const std::shared_ptr<const GridBuild>& kept =
+      cache.grids.emplace(std::move(key), std::move(build)).first->second;
+  grid_ = std::shared_ptr<const Grid>(kept, &kept->grid);
   return okStatus();
 }
 
@@ -279,8 +303,7 @@ void Tuner::costCells(const CostModel& model, const Owners& owners, int rank, Gr
       };
       // Coordinate descent: the channel count at the middle chunk, then the chunk at that
       // channel count (5 candidates costed instead of 9; the two rarely interact much).
-      size_t middle = chunks.size() / 2;
-      while (middle > 0 && bytes <= chunks[middle - 1]) --middle;
+      const size_t middle = middleChunk(chunks, bytes);
       for (int ch : channels) {
         if (ch == channels.front() || bytes >= uint64_t(ch) * kMinChannelBytes) {
           consider(middle, ch);
@@ -294,44 +317,148 @@ void Tuner::costCells(const CostModel& model, const Owners& owners, int rank, Gr
   });
 }
 
-Status Tuner::gatherCells(const GridShare& share, const Owners& owners, Grid& grid) const {
-  // Each rank sends the cells it owns, 16 little-endian bytes each (time, chunk, channels), in
-  // grid order, padded to the most cells any rank owns: what a rank receives stays the size of
-  // one grid however many ranks split it.
+Status Tuner::costStaged(const CostModel* model, const GridShare& share, const Owners& owners,
+                         GridBuild& build) const {
+  const std::vector<uint32_t> chunks = chunkCandidates();
+  const std::vector<int> channels = channelCandidates();
+  struct LongCell {
+    Collective coll;
+    Algorithm algo;
+    int k;
+    size_t middle;
+    size_t unit;  ///< the cell's pair, numbered among the pairs with long cells
+  };
+  std::vector<LongCell> cells;
+  size_t units = 0;
+  forEachPair([&](Collective coll, Algorithm algo, int pair) {
+    bool counted = false;
+    for (int k = 0; k < kGridSizes; ++k) {
+      const uint64_t bytes = uint64_t{1} << k;
+      if (owners[size_t(pair)][size_t(k)] != kStaged ||
+          (options_.nranks >= kCostOnlyPickableFromRanks &&
+           !modelMayPick(algo, coll, bytes, options_.nranks))) {
+        continue;
+      }
+      if (!counted) ++units;
+      counted = true;
+      cells.push_back({coll, algo, k, middleChunk(chunks, bytes), units - 1});
+    }
+  });
+  const size_t nranks = size_t(std::max(1, share.nranks));
+  // Round `first` gives share (unit, candidate) to the rank after the ones the shares before it
+  // went to, so the two rounds start on different ranks.
+  auto ownersOf = [&](size_t candidates, size_t first) {
+    std::vector<int> ownerOf;
+    ownerOf.reserve(cells.size() * candidates);
+    for (const LongCell& c : cells) {
+      for (size_t i = 0; i < candidates; ++i) {
+        ownerOf.push_back(int((first + c.unit * candidates + i) % nranks));
+      }
+    }
+    return ownerOf;
+  };
+  auto price = [&](const LongCell& c, size_t chunk, int nchannels) {
+    const uint64_t bytes = uint64_t{1} << c.k;
+    if (!chunkApplies(chunks, chunk, bytes)) return Cell{};
+    Result<double> us = model->predict(c.coll, c.algo, bytes, chunks[chunk], nchannels);
+    return us.ok() ? Cell{us.value(), chunks[chunk], nchannels} : Cell{};
+  };
+  // costCells' order and test: a candidate replaces the best so far only when faster.
+  auto better = [](Cell& best, const Cell& c) {
+    if (c.us >= 0 && (best.us < 0 || c.us < best.us)) best = c;
+  };
+
+  const std::vector<int> byChannel = ownersOf(channels.size(), 0);
+  if (model != nullptr) {
+    build.channelRound.assign(byChannel.size(), Cell{});
+    for (size_t e = 0; e < byChannel.size(); ++e) {
+      const LongCell& c = cells[e / channels.size()];
+      const int ch = channels[e % channels.size()];
+      if (byChannel[e] != share.rank) continue;
+      if (ch == channels.front() || (uint64_t{1} << c.k) >= uint64_t(ch) * kMinChannelBytes) {
+        build.channelRound[e] = price(c, c.middle, ch);
+      }
+    }
+  }
+  if (share.nranks > 1) RETURN_IF_ERROR(gatherEntries(share, byChannel, build.channelRound));
+
+  std::vector<Cell> best(cells.size());
+  for (size_t e = 0; e < build.channelRound.size(); ++e) {
+    better(best[e / channels.size()], build.channelRound[e]);
+  }
+  const std::vector<int> byChunk = ownersOf(chunks.size(), units * channels.size());
+  if (model != nullptr) {
+    build.chunkRound.assign(byChunk.size(), Cell{});
+    for (size_t e = 0; e < byChunk.size(); ++e) {
+      const size_t cell = e / chunks.size(), chunk = e % chunks.size();
+      if (byChunk[e] != share.rank || chunk == cells[cell].middle) continue;
+      const int ch = best[cell].us < 0 ? channels.front() : best[cell].nchannels;
+      build.chunkRound[e] = price(cells[cell], chunk, ch);
+    }
+  }
+  if (share.nranks > 1) RETURN_IF_ERROR(gatherEntries(share, byChunk, build.chunkRound));
+
+  for (size_t e = 0; e < build.chunkRound.size(); ++e) {
+    better(best[e / chunks.size()], build.chunkRound[e]);
+  }
+  for (size_t i = 0; i < cells.size(); ++i) {
+    build.grid[static_cast<int>(cells[i].coll)][cells[i].k][static_cast<int>(cells[i].algo)] =
+        best[i];
+  }
+  return okStatus();
+}
+
+Status Tuner::gatherEntries(const GridShare& share, const std::vector<int>& ownerOf,
+                            std::vector<Cell>& entries) {
+  // Each rank sends the entries it owns, 16 little-endian bytes each (time, chunk, channels), in
+  // order, padded to the most entries any rank owns: what a rank receives stays the size of one
+  // grid however many ranks split it.
   constexpr size_t kCellBytes = 16;
   const size_t nranks = size_t(share.nranks);
   std::vector<size_t> owned(nranks, 0);
-  forEachPair([&](Collective, Algorithm, int pair) {
-    for (int k = 0; k < kGridSizes; ++k) ++owned[size_t(owners[size_t(pair)][size_t(k)])];
-  });
+  for (int owner : ownerOf) ++owned[size_t(owner)];
   const size_t segmentBytes =
       kCellBytes * std::max<size_t>(1, *std::max_element(owned.begin(), owned.end()));
   std::vector<uint8_t> all(segmentBytes * nranks);
   std::fill(owned.begin(), owned.end(), 0);
-  // The place of a cell in its owner's segment; owned[] counts as cells are placed.
+  // The place of an entry in its owner's segment; owned[] counts as entries are placed.
   auto slot = [&](int owner) {
     return all.data() + segmentBytes * size_t(owner) + kCellBytes * owned[size_t(owner)]++;
   };
-  forEachPair([&](Collective coll, Algorithm algo, int pair) {
-    for (int k = 0; k < kGridSizes; ++k) {
-      const int owner = owners[size_t(pair)][size_t(k)];
-      uint8_t* at = slot(owner);
-      if (owner != share.rank) continue;
-      const Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
-      putLe64(at, std::bit_cast<uint64_t>(cell.us));
-      putLe32(at + 8, cell.chunkBytes);
-      putLe32(at + 12, static_cast<uint32_t>(cell.nchannels));
-    }
-  });
+  for (size_t e = 0; e < ownerOf.size(); ++e) {
+    uint8_t* at = slot(ownerOf[e]);
+    if (ownerOf[e] != share.rank) continue;
+    putLe64(at, std::bit_cast<uint64_t>(entries[e].us));
+    putLe32(at + 8, entries[e].chunkBytes);
+    putLe32(at + 12, static_cast<uint32_t>(entries[e].nchannels));
+  }
   RETURN_IF_ERROR(share.allGather(all.data(), segmentBytes));
   std::fill(owned.begin(), owned.end(), 0);
+  for (size_t e = 0; e < ownerOf.size(); ++e) {
+    const uint8_t* in = slot(ownerOf[e]);
+    if (ownerOf[e] == share.rank) continue;
+    entries[e] = Cell{std::bit_cast<double>(getLe64(in)), getLe32(in + 8),
+                      static_cast<int>(getLe32(in + 12))};
+  }
+  return okStatus();
+}
+
+Status Tuner::gatherCells(const GridShare& share, const Owners& owners, Grid& grid) const {
+  std::vector<int> ownerOf;
+  std::vector<Cell> entries;
   forEachPair([&](Collective coll, Algorithm algo, int pair) {
     for (int k = 0; k < kGridSizes; ++k) {
-      const int owner = owners[size_t(pair)][size_t(k)];
-      const uint8_t* in = slot(owner);
-      if (owner == share.rank) continue;
-      grid[static_cast<int>(coll)][k][static_cast<int>(algo)] = Cell{
-          std::bit_cast<double>(getLe64(in)), getLe32(in + 8), static_cast<int>(getLe32(in + 12))};
+      if (owners[size_t(pair)][size_t(k)] == kStaged) continue;
+      ownerOf.push_back(owners[size_t(pair)][size_t(k)]);
+      entries.push_back(grid[static_cast<int>(coll)][k][static_cast<int>(algo)]);
+    }
+  });
+  RETURN_IF_ERROR(gatherEntries(share, ownerOf, entries));
+  size_t e = 0;
+  forEachPair([&](Collective coll, Algorithm algo, int pair) {
+    for (int k = 0; k < kGridSizes; ++k) {
+      if (owners[size_t(pair)][size_t(k)] == kStaged) continue;
+      grid[static_cast<int>(coll)][k][static_cast<int>(algo)] = entries[e++];
     }
   });
   return okStatus();

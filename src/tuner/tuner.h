@@ -119,7 +119,8 @@ class Tuner {
   /// Which of `nranks` ranks costs the cell of the `pair`-th (collective, algorithm) the grid
   /// models at grid point k. A pair's long sizes (those the model prices from simulations of
   /// spans, CostModel::wholeUpTo) stay with one rank, which simulates the spans once for all of
-  /// them; the other cells are spread.
+  /// them; the other cells are spread. (From 32 ranks on the long sizes are costed in rounds
+  /// instead: costStaged.)
   static int cellOwner(int pair, int k, bool longSize, int nranks);
   /// Drops the grids this process keeps (for tests and benchmarks: the next create costs anew).
   static void forgetGrids();
@@ -138,6 +139,16 @@ class Tuner {
   /// cellOwner of every grid point, by pair.
   using Owners = std::vector<std::array<int, kGridSizes>>;
 
+  /// A grid and, from kStagedFromRanks ranks on, every candidate its long cells were chosen from
+  /// (a rank whose grid is cached still sends its share of them).
+  struct GridBuild {
+    Grid grid;
+    std::vector<Cell> channelRound;  ///< by long cell, then channel candidate
+    std::vector<Cell> chunkRound;    ///< by long cell, then chunk candidate
+  };
+  /// cellOwners' owner of a long cell that costStaged costs.
+  static constexpr int kStaged = -1;
+
   /// The grids of this process, by model and limits.
   struct GridCache;
   static GridCache& gridCache();
@@ -151,10 +162,23 @@ class Tuner {
   std::vector<int> channelCandidates() const;
   /// Whether candidate chunk i is worth costing at `bytes` (see costCells).
   static bool chunkApplies(const std::vector<uint32_t>& chunks, size_t i, uint64_t bytes);
-  Owners cellOwners(const CostModel& model, int nranks) const;
+  /// The candidate chunk costCells tries every channel count with at `bytes`.
+  static size_t middleChunk(const std::vector<uint32_t>& chunks, uint64_t bytes);
+  /// staged: a long cell's owner is kStaged.
+  Owners cellOwners(const CostModel& model, int nranks, bool staged) const;
   /// Costs the cells `owners` gives `rank`.
   void costCells(const CostModel& model, const Owners& owners, int rank, Grid& grid) const;
-  /// Sends this rank's cells to the others and fills in theirs.
+  /// Costs the kStaged cells in two rounds, each gathered: every channel count at the middle chunk
+  /// (one share per pair and channel count), then every other chunk at the best of those (one
+  /// share per pair and chunk). The same candidates as costCells tries, in the same order, so the
+  /// same cells; but a pair's long sizes no longer wait on one rank. model == nullptr: this rank's
+  /// grid is cached, and `build` holds every candidate already.
+  Status costStaged(const CostModel* model, const GridShare& share, const Owners& owners,
+                    GridBuild& build) const;
+  /// Sends the entries this rank owns (ownerOf) to the others and fills in theirs.
+  static Status gatherEntries(const GridShare& share, const std::vector<int>& ownerOf,
+                              std::vector<Cell>& entries);
+  /// Sends this rank's cells to the others and fills in theirs (not the kStaged ones).
   Status gatherCells(const GridShare& share, const Owners& owners, Grid& grid) const;
   Status adoptTable(const TuningTable& table);
   Choice pick(Collective coll, uint64_t bytes, bool honourOverride) const;
