@@ -560,10 +560,15 @@ Status Bootstrap::Impl::sendFrame(Purpose purpose, int peer, uint16_t flags, uin
     if (!s.ok()) return s.status();
     out = std::move(s.value());
   }
-  Status status =
-      peerHungUp(out)
-          ? remoteError(what + ": " + rankText(peer) + " closed the connection")
-          : writeFrame(out, FrameType::kMessage, flags, tag, data, bytes, deadline, what);
+  const std::string closed = what + ": " + rankText(peer) + " closed the connection";
+  Status status = peerHungUp(out) ? remoteError(closed)
+                                  : writeFrame(out, FrameType::kMessage, flags, tag, data, bytes,
+                                               deadline, what);
+  // A peer that closes while the frame goes out fails the write: name it as the check above does.
+  if (status.code() == braidRemoteError &&
+      status.message().find("connection closed by peer") != std::string::npos) {
+    status = remoteError(closed);
+  }
   if (!status.ok()) {
     // The stream may end mid-frame: it cannot carry another message.
     broken = status;
