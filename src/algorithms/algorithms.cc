@@ -30,7 +30,7 @@ const std::vector<Entry>& catalogue() {
       {Algorithm::kPairwise, buildPairwisePlan, {C::kAllToAll, C::kSend, C::kRecv}},
       {Algorithm::kTree, buildTreePlan, {C::kAllReduce, C::kBroadcast, C::kReduce}},
       {Algorithm::kRhd, buildRhdPlan, {C::kAllReduce, C::kReduceScatter}},
-      {Algorithm::kRd, buildRdPlan, {C::kAllReduce, C::kAllGather}},
+      {Algorithm::kRd, buildRdPlan, {C::kAllReduce, C::kAllGather, C::kAllToAll}},
       {Algorithm::kDirect,
        buildDirectPlan,
        {C::kAllReduce, C::kBroadcast, C::kReduce, C::kAllGather, C::kReduceScatter}},

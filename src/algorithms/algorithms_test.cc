@@ -33,7 +33,7 @@ void expectInvalid(const PlanRequest& q, const std::string& fragment) {
 
 TEST(Algorithms, CatalogueListsWhatServesEachCollective) {
   using A = Algorithm;
-  EXPECT_EQ(algorithmsFor(Collective::kAllToAll), std::vector<A>{A::kPairwise});
+  EXPECT_EQ(algorithmsFor(Collective::kAllToAll), (std::vector<A>{A::kPairwise, A::kRd}));
   EXPECT_EQ(algorithmsFor(Collective::kSend), std::vector<A>{A::kPairwise});
   EXPECT_TRUE(algorithmServes(A::kRing, Collective::kAllReduce));
   EXPECT_FALSE(algorithmServes(A::kPairwise, Collective::kAllReduce));
@@ -370,6 +370,30 @@ TEST(Algorithms, InPlaceAllToAllUsesScratchAndOutOfPlaceDoesNot) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->scratchBytes, 2u * 100 * 4);  // floor(5/2) saved blocks
   EXPECT_EQ(plan->lanes.size(), 2u);            // distances {1,4} and {2,3}
+}
+
+// Bruck's all-to-all keeps n waiting blocks and two packed rounds of at most ceil((n-1)/2)
+// blocks in scratch, in place or not, and at 5 ranks exchanges in three rounds.
+TEST(Algorithms, BruckAllToAllPacksEachRoundIntoOneExchange) {
+  PlanRequest q = validRequest(Collective::kAllToAll, Algorithm::kRd);
+  q.nranks = 5;
+  q.chunkBytes = 4096;  // one step per round
+  Result<Plan> plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->scratchBytes, (5u + 2 * 2) * 100 * 4);  // rounds move {1,3}, {2,3}, {4}
+  ASSERT_EQ(plan->lanes.size(), 1u);
+  std::vector<int> sendTo;
+  for (const Step& s : plan->lanes[0].steps) {
+    if (s.op == StepOp::kSendRecv) {
+      sendTo.push_back(s.sendPeers[0]);
+      EXPECT_EQ(s.bytes, s.sendBytes);
+    }
+  }
+  EXPECT_EQ(sendTo, (std::vector<int>{2, 3, 0}));  // rank 1: ranks 1, 2 and 4 after it
+  q.inPlace = true;
+  plan = buildPlan(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->scratchBytes, (5u + 2 * 2) * 100 * 4);
 }
 
 TEST(Algorithms, EvenPartsCoverTheWhole) {

@@ -120,7 +120,7 @@ enum class Algorithm : uint8_t {
   kPairwise,  ///< pairwise exchange: all-to-all; the direct path of send/recv
   kTree,      ///< pipelined binary trees (a double binary tree over two channels)
   kRhd,       ///< recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner
-  kRd,        ///< recursive doubling: whole-vector exchanges, Bruck for all-gather at other n
+  kRd,        ///< recursive doubling; Bruck for all-to-all, and all-gather at other n
   kDirect,    ///< one-shot: every transfer goes straight to the rank that needs it
   kHier,      ///< hierarchical: reduce-scatter in each host, all-reduce across hosts, all-gather
   kHierRhd,   ///< kHier with halving-doubling across hosts: log2 of the hosts, not their count

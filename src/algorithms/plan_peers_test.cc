@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "algorithms/algorithms.h"
@@ -60,6 +61,33 @@ TEST(PlanPeers, TreeAndHalvingDoublingStayFarBelowEveryPeer) {
     ASSERT_TRUE(rhd.ok()) << rhd.status().message();
     EXPECT_LE(planPeers(*rhd).size(), logN) << "rank " << rank;
     EXPECT_GE(planPeers(*rhd).size(), 1u);
+  }
+}
+
+// All-to-all by Bruck's algorithm at 1000 ranks (no power of two): every rank sends to the ranks
+// 1, 2, 4, ... 512 after it and receives from those as far before it, where pairwise exchange
+// names all 999 others.
+TEST(PlanPeers, BruckAllToAllNamesLog2NPeersEachWay) {
+  constexpr int n = 1000;
+  for (int rank : {0, 7, 999}) {
+    PlanRequest r = allReduce(Algorithm::kRd, rank);
+    r.coll = Collective::kAllToAll;
+    r.nranks = n;
+    r.count = 16;
+    r.nchannels = 1;
+    Result<Plan> plan = buildPlan(r);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    std::vector<PlanConnection> expected;
+    for (int d = 1; d < n; d <<= 1) {
+      expected.push_back({(rank + d) % n, 0, true});
+      expected.push_back({(rank - d + n) % n, 0, false});
+    }
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(planConnections(*plan), expected) << "rank " << rank;
+    r.algo = Algorithm::kPairwise;
+    Result<Plan> pairwise = buildPlan(r);
+    ASSERT_TRUE(pairwise.ok()) << pairwise.status().message();
+    EXPECT_EQ(planPeers(*pairwise).size(), size_t{n - 1});
   }
 }
 

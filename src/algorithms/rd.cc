@@ -1,4 +1,4 @@
-// Recursive doubling: all-reduce and all-gather in ceil(log2 n) rounds.
+// Recursive doubling: all-reduce, all-gather and all-to-all in ceil(log2 n) rounds.
 //
 // All-reduce (a latency algorithm): in round d = 1, 2, 4, ... each rank exchanges its whole
 // current vector with the rank whose virtual index differs in bit d and adds what arrives, so
@@ -20,6 +20,16 @@
 // position x-d and receives those of x+d..x+d+m-1 from x+d. Blocks go straight to their place in
 // Output, so no final rotation is needed.
 //   cost: ceil(log2 n) alpha + (n-1)/n N' beta (N' = n * count * elemSize)
+//
+// All-to-all is Bruck's algorithm, for small blocks among many ranks: block i of a rank is the
+// one for the position i after it, and in round d = 1, 2, 4, ... a rank sends every block whose
+// index has bit d set to position x+d and receives the same indices from position x-d. After
+// ceil(log2 n) rounds block i holds what position x-i has for x, and it got there in the round
+// of its highest bit, so that round writes it straight to Output. A round's blocks are packed
+// into scratch to travel in one message; a block between rounds waits in scratch at its index.
+// Each rank talks to ceil(log2 n) peers each way rather than n-1, which at hundreds of ranks
+// spares the connections and the per-message cost that pairwise exchange pays n-1 times.
+//   cost: ceil(log2 n) (alpha + N/2 beta) + about 3 N of local copies (N = n * count * elemSize)
 #include "algorithms/builder.h"
 
 namespace braid {
@@ -129,20 +139,122 @@ void rdAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   }
 }
 
+// Local copies in order, where one continues the last in both buffers merged into one.
+class CopyRun {
+ public:
+  CopyRun(const PlanContext& ctx, Lane& lane) : ctx_(ctx), lane_(lane) {}
+  ~CopyRun() { flush(); }
+  void add(BufferRef src, BufferRef dst, uint64_t len) {
+    const uint64_t bytes = len_ * ctx_.elemSize();
+    if (len_ > 0 && src.buffer == src_.buffer && dst.buffer == dst_.buffer &&
+        src.offset == src_.offset + bytes && dst.offset == dst_.offset + bytes) {
+      len_ += len;
+      return;
+    }
+    flush();
+    src_ = src;
+    dst_ = dst;
+    len_ = len;
+  }
+  void flush() {
+    if (len_ > 0) ctx_.appendCopy(lane_, src_, dst_, len_);
+    len_ = 0;
+  }
+
+ private:
+  const PlanContext& ctx_;
+  Lane& lane_;
+  BufferRef src_;
+  BufferRef dst_;
+  uint64_t len_ = 0;
+};
+
+// Scratch of Bruck's all-to-all, in blocks: n waiting places (block i at place i), then the
+// blocks of the largest round, packed to go and packed as they come.
+int bruckMostMoved(int n) {
+  int most = 0;
+  for (int d = 1; d < n; d <<= 1) {
+    int moved = 0;
+    for (int i = 1; i < n; ++i) moved += (i & d) != 0;
+    most = std::max(most, moved);
+  }
+  return most;
+}
+
+void rdAllToAll(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  const int n = ctx.nranks();
+  const uint64_t count = ctx.count();
+  const uint64_t len = part.span.len;
+  const RingOrder order(ctx.request(), false);
+  const int x = order.posOf(ctx.rank());
+  const uint64_t most = static_cast<uint64_t>(bruckMostMoved(n));
+  // This part's packed areas: `most` slices of len elements each, parts one after another.
+  const uint64_t sendPack = n * count + most * part.span.begin;
+  const uint64_t recvPack = n * count + most * count + most * part.span.begin;
+  auto blockOf = [&](int64_t pos) { return order.rankAt(pos) * count + part.span.begin; };
+  auto waiting = [&](int i) { return ctx.scr(i * count + part.span.begin); };
+  // Where block i is now: in Input until it first moves (in place: all in scratch from the start,
+  // since Output's blocks are written before every Input block has left).
+  std::vector<BufferRef> at(static_cast<size_t>(n));
+  {
+    CopyRun copies(ctx, lane);
+    for (int i = 1; i < n; ++i) {
+      at[size_t(i)] = ctx.in(blockOf(x + i));
+      if (ctx.inPlace()) {
+        copies.add(at[size_t(i)], waiting(i), len);
+        at[size_t(i)] = waiting(i);
+      }
+    }
+    if (!ctx.inPlace()) copies.add(ctx.in(blockOf(x)), ctx.out(blockOf(x)), len);
+  }
+  for (int d = 1; d < n; d <<= 1) {
+    std::vector<int> moved;
+    for (int i = 1; i < n; ++i) {
+      if (i & d) moved.push_back(i);
+    }
+    {
+      CopyRun copies(ctx, lane);
+      for (size_t j = 0; j < moved.size(); ++j) {
+        copies.add(at[size_t(moved[j])], ctx.scr(sendPack + j * len), len);
+      }
+    }
+    std::vector<ExchangePiece> sends;
+    std::vector<ExchangePiece> recvs;
+    forEachChunk(Span{0, moved.size() * len}, ctx.chunkElems(), [&](Span c) {
+      sends.push_back({ctx.scr(sendPack + c.begin), {}, ctx.bytes(c.len), false});
+      recvs.push_back({ctx.scr(recvPack + c.begin), {}, ctx.bytes(c.len), false});
+    });
+    appendExchange(lane, order.rankAt(x + d), sends, order.rankAt(x - d), recvs, false);
+    CopyRun copies(ctx, lane);
+    for (size_t j = 0; j < moved.size(); ++j) {
+      const int i = moved[j];
+      const bool arrived = i < 2 * d;  // d is i's highest bit: no later round moves it
+      const BufferRef to = arrived ? ctx.out(blockOf(x - i)) : waiting(i);
+      copies.add(ctx.scr(recvPack + j * len), to, len);
+      at[size_t(i)] = to;
+    }
+  }
+}
+
 // An empty part gets no steps: rdAllReduce's skewed rounds start from the part's first chunk.
 void rdLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   if (part.span.len == 0) return;
-  if (ctx.request().coll == Collective::kAllReduce) {
-    rdAllReduce(ctx, part, lane);
-  } else {
-    rdAllGather(ctx, part, lane);
+  switch (ctx.request().coll) {
+    case Collective::kAllReduce: rdAllReduce(ctx, part, lane); break;
+    case Collective::kAllToAll: rdAllToAll(ctx, part, lane); break;
+    default: rdAllGather(ctx, part, lane); break;
   }
 }
 
 }  // namespace
 
 Plan buildRdPlan(const PlanRequest& request) {
-  return buildLanePerChannel(PlanContext(request), rdLane);
+  Plan plan = buildLanePerChannel(PlanContext(request), rdLane);
+  if (request.coll == Collective::kAllToAll && request.nranks > 1) {
+    const uint64_t blocks = request.nranks + 2 * uint64_t(bruckMostMoved(request.nranks));
+    plan.scratchBytes = blocks * request.count * request.elemSize;
+  }
+  return plan;
 }
 
 }  // namespace braid

@@ -76,6 +76,8 @@ class CostModel {
                                   std::vector<int> ring, int nslots, uint64_t shmBudgetBytes = 0);
 
   int nranks() const { return machine_.nranks; }
+  /// The hosts the ranks span.
+  int hosts() const { return static_cast<int>(ranksOnHost_.size()); }
   /// Predicted microseconds of one call of `coll` moving `bytes` per rank (as the API counts
   /// them: count * element size), root 0 for rooted collectives. Send and receive are not
   /// modelled.

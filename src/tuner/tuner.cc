@@ -40,6 +40,13 @@ constexpr uint64_t kMinChannelBytes = 32 * 1024;
 // steps (reduce-scatter at 128 ranks: 86 MB of one rank's memory and 7 s of its init).
 constexpr int kDirectMaxRanks = 64;
 
+// All-to-all blocks up to this size go to Bruck's algorithm (rd) across hosts from this many ranks
+// on, and rd serves no larger blocks: pairwise exchange's n-1 messages per rank each cost the
+// network proxy CPU that the model does not charge, which log2 n rounds spare; larger blocks pay
+// for Bruck's extra copies (docs/performance-notes.md#small-all-to-all-across-hosts).
+constexpr uint64_t kBruckMaxBlockBytes = 1024;
+constexpr int kBruckFromRanks = 8;
+
 // From this many ranks on, the grid leaves out the cells the model may not pick on its own
 // (modelMayPick): costing direct all-reduce at every size plans n ranks' n-1 sends per chunk,
 // O(n^2) steps, which at 64 ranks took 34 MB of one rank's memory at init and most of its share's
@@ -104,6 +111,7 @@ Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
   }
   Tuner t;
   t.options_ = options;
+  t.options_.hosts = model.hosts();
   t.options_.maxChannels = std::max(1, options.maxChannels);
   ASSIGN_OR_RETURN(t.override_, AlgoOverride::parse(options.algo));
   // A forced algorithm the FIFO depth cannot run is an error now, not a hang later.
@@ -283,6 +291,14 @@ bool Tuner::chunkApplies(const std::vector<uint32_t>& chunks, size_t i, uint64_t
            chunks.back() >= kMinLargeCallChunkBytes);
 }
 
+bool Tuner::costsCell(Algorithm algo, Collective coll, uint64_t bytes) const {
+  if (modelMayPick(algo, coll, bytes, options_.nranks, options_.hosts)) return true;
+  // Bruck's all-to-all of large blocks packs O(n log n) of them a rank: slow to simulate, and
+  // never picked at any rank count.
+  if (coll == Collective::kAllToAll && algo == Algorithm::kRd) return false;
+  return options_.nranks < kCostOnlyPickableFromRanks;
+}
+
 void Tuner::costCells(const CostModel& model, const Owners& owners, int rank, Grid& grid) const {
   const std::vector<uint32_t> chunks = chunkCandidates();
   const std::vector<int> channels = channelCandidates();
@@ -290,10 +306,7 @@ void Tuner::costCells(const CostModel& model, const Owners& owners, int rank, Gr
     for (int k = 0; k < kGridSizes; ++k) {
       if (owners[size_t(pair)][size_t(k)] != rank) continue;
       const uint64_t bytes = uint64_t{1} << k;
-      if (options_.nranks >= kCostOnlyPickableFromRanks &&
-          !modelMayPick(algo, coll, bytes, options_.nranks)) {
-        continue;
-      }
+      if (!costsCell(algo, coll, bytes)) continue;
       Cell& cell = grid[static_cast<int>(coll)][k][static_cast<int>(algo)];
       auto consider = [&](size_t i, int ch) {
         if (!chunkApplies(chunks, i, bytes)) return;
@@ -334,11 +347,7 @@ Status Tuner::costStaged(const CostModel* model, const GridShare& share, const O
     bool counted = false;
     for (int k = 0; k < kGridSizes; ++k) {
       const uint64_t bytes = uint64_t{1} << k;
-      if (owners[size_t(pair)][size_t(k)] != kStaged ||
-          (options_.nranks >= kCostOnlyPickableFromRanks &&
-           !modelMayPick(algo, coll, bytes, options_.nranks))) {
-        continue;
-      }
+      if (owners[size_t(pair)][size_t(k)] != kStaged || !costsCell(algo, coll, bytes)) continue;
       if (!counted) ++units;
       counted = true;
       cells.push_back({coll, algo, k, middleChunk(chunks, bytes), units - 1});
@@ -491,7 +500,12 @@ Status Tuner::adoptTable(const TuningTable& table) {
   return okStatus();
 }
 
-bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks) {
+bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks, int hosts) {
+  if (coll == Collective::kAllToAll) {
+    const bool small = bytes <= kBruckMaxBlockBytes;
+    if (algo == Algorithm::kRd) return small;
+    return !(small && hosts > 1 && nranks >= kBruckFromRanks);
+  }
   if (algo != Algorithm::kDirect) return true;
   if (nranks >= kDirectMaxRanks) return false;
   if (coll == Collective::kBroadcast || coll == Collective::kReduce) {
@@ -532,7 +546,8 @@ Choice Tuner::pick(Collective coll, uint64_t bytes, bool honourOverride) const {
   for (int a = 0; a < kNumAlgorithms; ++a) {
     const Cell& cell = cells[a];
     if (cell.us < 0 || !isAllowed(static_cast<Algorithm>(a))) continue;
-    if (!allowed && !modelMayPick(static_cast<Algorithm>(a), coll, bytes, options_.nranks)) {
+    if (!allowed &&
+        !modelMayPick(static_cast<Algorithm>(a), coll, bytes, options_.nranks, options_.hosts)) {
       continue;
     }
     if (best < 0 || cell.us < cells[best].us) best = a;

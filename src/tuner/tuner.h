@@ -60,6 +60,7 @@ struct TunerOptions {
   int nchannels = 0;        ///< BRAID_NCHANNELS, 0: tuned
   std::string algo;         ///< BRAID_ALGO
   std::string tuningFile;   ///< BRAID_TUNING_FILE, for messages
+  int hosts = 1;            ///< hosts the ranks span (Tuner::create takes it from the model)
 
   static TunerOptions fromConfig(const Config& config, int nranks, int maxChannels);
 };
@@ -67,8 +68,9 @@ struct TunerOptions {
 /// Whether the model may choose `algo` for `coll` at `bytes` among `nranks` on its own (BRAID_ALGO,
 /// tuning tables and --algo columns are not bound by this): direct broadcast and reduce only up
 /// to 4 MiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay within 64 KiB,
-/// and no direct at all from 64 ranks on.
-bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks);
+/// and no direct at all from 64 ranks on; all-to-all by rd (Bruck) only for blocks up to 1 KiB,
+/// and from 8 ranks on `hosts` > 1 hosts not by pairwise exchange there.
+bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks, int hosts = 1);
 
 /// How the ranks of a communicator split the model grid: rank `rank` of `nranks` costs the cells
 /// Tuner::cellOwner gives it, and allGather (the bootstrap's: each rank's bytesPerRank bytes at
@@ -166,6 +168,9 @@ class Tuner {
   static size_t middleChunk(const std::vector<uint32_t>& chunks, uint64_t bytes);
   /// staged: a long cell's owner is kStaged.
   Owners cellOwners(const CostModel& model, int nranks, bool staged) const;
+  /// Whether the grid costs the cell: from kCostOnlyPickableFromRanks ranks on only what the model
+  /// may pick (modelMayPick), below that nearly everything, for the regret tools' columns.
+  bool costsCell(Algorithm algo, Collective coll, uint64_t bytes) const;
   /// Costs the cells `owners` gives `rank`.
   void costCells(const CostModel& model, const Owners& owners, int rank, Grid& grid) const;
   /// Costs the kStaged cells in two rounds, each gathered: every channel count at the middle chunk

@@ -182,6 +182,39 @@ TEST(Tuner, DirectAllReduceIsTheModelsPickOnlyWhileItsCopiesAreSmall) {
   }
 }
 
+// Across hosts, from 8 ranks, all-to-all blocks up to 1 KiB go to Bruck's algorithm (rd) in
+// ceil(log2 n) rounds rather than pairwise exchange's n-1 messages a rank; larger blocks stay
+// with pairwise exchange, and rd is never the model's pick above 1 KiB, on one host either.
+TEST(Tuner, SmallAllToAllAcrossHostsGoesToBruck) {
+  EXPECT_FALSE(modelMayPick(Algorithm::kPairwise, Collective::kAllToAll, 1024, 8, 2));
+  EXPECT_TRUE(modelMayPick(Algorithm::kPairwise, Collective::kAllToAll, 2048, 8, 2));
+  EXPECT_TRUE(modelMayPick(Algorithm::kPairwise, Collective::kAllToAll, 8, 7, 2));
+  EXPECT_TRUE(modelMayPick(Algorithm::kPairwise, Collective::kAllToAll, 8, 64, 1));
+  EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kAllToAll, 1024, 2, 1));
+  EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kAllToAll, 2048, 64, 4));
+  constexpr int n = 16;
+  std::vector<RankPlacement> p(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) p[size_t(r)].hostHash = 100 + uint64_t(r / 8);
+  ModelConstants c = constants();
+  c.host.networkLatencyUs = 5;
+  c.host.networkGBps = 12.5;
+  Result<CostModel> twoHosts = CostModel::create(c, p, {}, 4);
+  ASSERT_TRUE(twoHosts.ok()) << twoHosts.status().message();
+  TunerOptions o = options();
+  o.nranks = n;
+  Result<Tuner> t = Tuner::create(o, *twoHosts, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  for (uint64_t bytes : {uint64_t{4}, uint64_t{256}, uint64_t{1024}}) {
+    EXPECT_EQ(t->choose(Collective::kAllToAll, bytes).algo, Algorithm::kRd) << bytes;
+  }
+  for (uint64_t bytes : {uint64_t{4096}, uint64_t{1} << 20}) {
+    EXPECT_EQ(t->choose(Collective::kAllToAll, bytes).algo, Algorithm::kPairwise) << bytes;
+    EXPECT_FALSE(t->predictedUs(Collective::kAllToAll, Algorithm::kRd, bytes).has_value());
+  }
+  const Tuner oneHost = tuner(options());
+  EXPECT_FALSE(oneHost.predictedUs(Collective::kAllToAll, Algorithm::kRd, 4096).has_value());
+}
+
 TEST(Tuner, DirectRootedCallsAreTheModelsPickOnlyUpToAFewMegabytes) {
   // Hand-offs so slow that one hop instead of several outweighs the root's extra copies: the
   // model rates direct broadcast fastest at 1 MB and at 16 MB; the tuner picks it at the first
