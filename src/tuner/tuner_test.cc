@@ -400,7 +400,9 @@ TEST(Tuner, CellOwnersAreRanksAndAPairsLongSizesShareOne) {
           ASSERT_GE(owner, 0);
           ASSERT_LT(owner, n);
           if (!longSize) ++cells[static_cast<size_t>(owner)];
-          if (longSize) EXPECT_EQ(owner, longOwner) << n << " ranks, pair " << pair << ", 2^" << k;
+          if (longSize) {
+            EXPECT_EQ(owner, longOwner) << n << " ranks, pair " << pair << ", 2^" << k;
+          }
         }
       }
     }
