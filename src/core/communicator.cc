@@ -117,6 +117,7 @@ Status Communicator::setUp() {
   TopologyOptions topoOptions;
   topoOptions.xmlFile = config_.topoFile;
   topoOptions.dumpFile = config_.topoDumpFile;
+  topoOptions.cacheDir = defaultCalibrationDir();
   ASSIGN_OR_RETURN(std::shared_ptr<const Topology> topology, processTopology(topoOptions));
   static_assert(sizeof(PeerInfo::locality) == kLocalityWireBytes);
 

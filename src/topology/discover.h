@@ -18,6 +18,9 @@ struct TopologyOptions {
   std::string dumpFile;
   /// Root of the sysfs tree the fallback reads (tests point it at a fabricated tree).
   std::string sysfsRoot = "/sys";
+  /// Where hwloc's probe of this machine is kept for the next process (topology_cache.h); empty:
+  /// probe every time.
+  std::string cacheDir;
 };
 
 /// Which discovery runs.

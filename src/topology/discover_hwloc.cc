@@ -9,10 +9,12 @@
 // one of them is a network or OpenFabrics device).
 #include "braid_build_config.h"
 #include "topology/discover_internal.h"
+#include "topology/topology_cache.h"
 
 #if BRAID_HAVE_HWLOC
 
 #include <hwloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -280,31 +282,76 @@ class Converter {
   std::unordered_map<hwloc_obj_t, int> devices_;  // PCI and OS devices -> node id
 };
 
-}  // namespace
-
-Result<Topology> discoverWithHwloc(const TopologyOptions& options) {
+// The hwloc topology probed from this machine, or loaded from `xml`; `thisSystem`: the XML is
+// this machine's own (a cache entry), so binding queries still apply to it.
+Result<HwlocTopology> loadHwloc(const std::string& xml, bool thisSystem) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return errnoError("topology: hwloc_topology_init", errno);
   HwlocTopology topo(raw);
   // PCI bridges, GPUs, NICs and their OS devices; hwloc drops I/O objects by default.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // Back ends whose OS devices nothing here reads: GPUs are found by their PCI IDs and NVLink in
+  // NVML's matrix. Each costs every rank its discovery (gl tries X displays, cuda and opencl bring
+  // up a GPU runtime in the caller's process). A name this hwloc lacks is refused, harmlessly.
+  for (const char* unused : {"gl", "opencl", "cuda", "rsmi", "levelzero"}) {
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unused);
+  }
+  if (!xml.empty() && hwloc_topology_set_xml(raw, xml.c_str()) != 0) {
+    return errnoError("topology: hwloc cannot use '" + xml + "'", errno);
+  }
+  if (thisSystem) hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+  if (hwloc_topology_load(raw) != 0) {
+    const std::string what = xml.empty() ? std::string("this machine") : "'" + xml + "'";
+    return errnoError("topology: hwloc could not load " + what, errno);
+  }
+  return topo;
+}
+
+// This machine's topology from its cache entry when there is one, else probed and written there
+// for the processes after this one (topology_cache.h). An entry that cannot be read or written
+// costs only the probe.
+Result<HwlocTopology> probeThroughCache(const TopologyOptions& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.cacheDir, ec);
+  const std::string discovery = "hwloc " + std::to_string(hwloc_get_api_version());
+  const std::string entry =
+      options.cacheDir + "/topology-" + topologyCacheKey(options.sysfsRoot, discovery) + ".xml";
+  TopologyCacheLock lock(entry);
+  if (std::filesystem::is_regular_file(entry, ec)) {
+    Result<HwlocTopology> cached = loadHwloc(entry, true);
+    if (cached.ok()) return cached;
+  }
+  ASSIGN_OR_RETURN(HwlocTopology topo, loadHwloc("", false));
+  annotateNetSpeeds(topo.get(), options.sysfsRoot);
+  const std::string partial = entry + ".part" + std::to_string(::getpid());
+  if (hwloc_topology_export_xml(topo.get(), partial.c_str(), 0) == 0) {
+    std::filesystem::rename(partial, entry, ec);
+  } else {
+    ec = std::make_error_code(std::errc::io_error);
+  }
+  if (ec) std::filesystem::remove(partial, ec);
+  return topo;
+}
+
+}  // namespace
+
+Result<Topology> discoverWithHwloc(const TopologyOptions& options) {
+  HwlocTopology topo;
   if (!options.xmlFile.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(options.xmlFile, ec)) {
       return invalidArgument("topology: BRAID_TOPO_FILE '" + options.xmlFile +
                              "' is not a readable file");
     }
-    if (hwloc_topology_set_xml(raw, options.xmlFile.c_str()) != 0) {
-      return errnoError("topology: hwloc cannot use '" + options.xmlFile + "'", errno);
-    }
+    ASSIGN_OR_RETURN(topo, loadHwloc(options.xmlFile, false));
+  } else if (!options.cacheDir.empty()) {
+    ASSIGN_OR_RETURN(topo, probeThroughCache(options));
+  } else {
+    ASSIGN_OR_RETURN(topo, loadHwloc("", false));
+    annotateNetSpeeds(topo.get(), options.sysfsRoot);
   }
-  if (hwloc_topology_load(raw) != 0) {
-    const std::string what =
-        options.xmlFile.empty() ? std::string("this machine") : "'" + options.xmlFile + "'";
-    return errnoError("topology: hwloc could not load " + what, errno);
-  }
+  hwloc_topology_t raw = topo.get();
   const bool thisSystem = hwloc_topology_is_thissystem(raw) != 0;
-  if (options.xmlFile.empty()) annotateNetSpeeds(raw, options.sysfsRoot);
   if (!options.dumpFile.empty() &&
       hwloc_topology_export_xml(raw, options.dumpFile.c_str(), 0) != 0) {
     return errnoError("topology: cannot write '" + options.dumpFile + "' (BRAID_TOPO_DUMP_FILE)",

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "topology/topology_test_data.h"
 
@@ -227,6 +229,39 @@ TEST_F(DiscoverXml, ThisMachineDumpsAndLoadsBack) {
 
   const Topology back = load(options.dumpFile);
   EXPECT_TRUE(live.value() == back) << live->describe() << "---\n" << back.describe();
+}
+
+// With a cache directory the first process probes this machine and leaves hwloc's XML there; the
+// next loads it: the same graph, and whatever the entry holds is what it gets. An entry that is
+// not XML is probed over and rewritten.
+TEST_F(DiscoverXml, ThisMachineIsProbedOnceThenLoadedFromTheCache) {
+  TempDir dir;
+  TopologyOptions options;
+  options.cacheDir = dir.file("cache");
+  Result<Topology> probed = discoverTopology(options);
+  ASSERT_TRUE(probed.ok()) << probed.status().message();
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(options.cacheDir)) {
+    if (e.path().extension() == ".xml") entries.push_back(e.path().string());
+  }
+  ASSERT_EQ(entries.size(), 1u);
+  Result<Topology> loaded = discoverTopology(options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_TRUE(probed.value() == loaded.value()) << probed->describe() << "---\n"
+                                                << loaded->describe();
+  EXPECT_FALSE(loaded->processBinding().pus.empty());
+
+  std::filesystem::copy_file(dataFile("gpu8_host_a.xml"), entries[0],
+                             std::filesystem::copy_options::overwrite_existing);
+  Result<Topology> fromEntry = discoverTopology(options);
+  ASSERT_TRUE(fromEntry.ok()) << fromEntry.status().message();
+  EXPECT_EQ(fromEntry->gpus().size(), 8u);
+
+  std::ofstream(entries[0], std::ios::trunc) << "not a topology";
+  Result<Topology> reprobed = discoverTopology(options);
+  ASSERT_TRUE(reprobed.ok()) << reprobed.status().message();
+  EXPECT_TRUE(probed.value() == reprobed.value());
+  EXPECT_TRUE(discoverTopology(options).value() == probed.value());  // rewritten
 }
 
 TEST_F(DiscoverXml, SysfsFallbackAgreesWithHwlocHere) {
