@@ -432,7 +432,14 @@ TEST(BootstrapFault, PeerThatLeavesIsARemoteErrorNotAHang) {
   // travels around the ring), long before their 20 s timeout.
   std::vector<Status> out = runOwned(3, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
     RETURN_IF_ERROR(b->barrier());
-    if (r == 2) return okStatus();  // destroyed on return
+    // Rank 2 leaves once ranks 0 and 1 are past the barrier: a rank still finishing it when rank 2
+    // left would fail there, not in the all-gather this case is about.
+    int token = r;
+    if (r == 2) {
+      for (int peer : {0, 1}) RETURN_IF_ERROR(b->recv(peer, 7, &token, sizeof(token)));
+      return okStatus();  // destroyed on return
+    }
+    RETURN_IF_ERROR(b->send(2, 7, &token, sizeof(token)));
     int v[3] = {};
     Status s = b->allGather(v, sizeof(int));
     EXPECT_EQ(s.code(), braidRemoteError) << s.message();
