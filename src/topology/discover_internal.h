@@ -1,6 +1,10 @@
 // The two discovery back ends behind discoverTopology().
 #pragma once
 
+#include <filesystem>
+#include <optional>
+#include <string>
+
 #include "base/status.h"
 #include "topology/discover.h"
 #include "topology/topology.h"
@@ -13,5 +17,7 @@ Result<Topology> discoverWithHwloc(const TopologyOptions& options);
 Result<Topology> discoverFromSysfs(const TopologyOptions& options);
 /// This process's CPU affinity (sched_getaffinity); empty when it cannot be read.
 CpuSet processAffinity();
+/// A whole (sysfs or procfs) file, or nullopt when it cannot be opened.
+std::optional<std::string> readTextFile(const std::filesystem::path& path);
 
 }  // namespace braid

@@ -17,16 +17,8 @@ namespace braid {
 
 namespace {
 
-std::optional<std::string> readFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::optional<int> readInt(const std::filesystem::path& path) {
-  std::optional<std::string> text = readFile(path);
+  std::optional<std::string> text = readTextFile(path);
   if (!text) return std::nullopt;
   int value = 0;
   const char* end = text->data() + text->size();
@@ -60,7 +52,7 @@ Result<Topology> discoverFromSysfs(const TopologyOptions& options) {
   const std::filesystem::path cpuDir = system / "cpu";
 
   CpuSet online;
-  if (std::optional<std::string> text = readFile(cpuDir / "online")) {
+  if (std::optional<std::string> text = readTextFile(cpuDir / "online")) {
     Result<CpuSet> parsed = CpuSet::parseList(*text);
     if (!parsed.ok())
       return parsed.status().withContext("topology: " + (cpuDir / "online").string());
@@ -89,7 +81,7 @@ Result<Topology> discoverFromSysfs(const TopologyOptions& options) {
   for (int n : numberedEntries(nodeDir, "node")) {
     CpuSet cpus;
     if (std::optional<std::string> text =
-            readFile(nodeDir / ("node" + std::to_string(n)) / "cpulist")) {
+            readTextFile(nodeDir / ("node" + std::to_string(n)) / "cpulist")) {
       Result<CpuSet> parsed = CpuSet::parseList(*text);
       if (!parsed.ok())
         return parsed.status().withContext("topology: NUMA node " + std::to_string(n));
@@ -145,6 +137,14 @@ Result<Topology> discoverFromSysfs(const TopologyOptions& options) {
   const CpuSet bound = processAffinity() & online;
   topo.setProcessBinding(bound.empty() ? online : bound);
   return topo;
+}
+
+std::optional<std::string> readTextFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace braid

@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
+
+#include "topology/discover_internal.h"
 
 extern char** environ;
 
@@ -18,12 +18,7 @@ namespace braid {
 
 namespace {
 
-std::string fileText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string fileText(const std::filesystem::path& path) { return readTextFile(path).value_or(""); }
 
 std::string sortedNames(const std::filesystem::path& dir) {
   std::vector<std::string> names;

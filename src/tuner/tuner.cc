@@ -111,7 +111,7 @@ Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
   }
   Tuner t;
   t.options_ = options;
-  t.options_.hosts = model.hosts();
+  t.hosts_ = model.hosts();
   t.options_.maxChannels = std::max(1, options.maxChannels);
   ASSIGN_OR_RETURN(t.override_, AlgoOverride::parse(options.algo));
   // A forced algorithm the FIFO depth cannot run is an error now, not a hang later.
@@ -292,7 +292,7 @@ bool Tuner::chunkApplies(const std::vector<uint32_t>& chunks, size_t i, uint64_t
 }
 
 bool Tuner::costsCell(Algorithm algo, Collective coll, uint64_t bytes) const {
-  if (modelMayPick(algo, coll, bytes, options_.nranks, options_.hosts)) return true;
+  if (modelMayPick(algo, coll, bytes, options_.nranks, hosts_)) return true;
   // Bruck's all-to-all of large blocks packs O(n log n) of them a rank: slow to simulate, and
   // never picked at any rank count.
   if (coll == Collective::kAllToAll && algo == Algorithm::kRd) return false;
@@ -547,7 +547,7 @@ Choice Tuner::pick(Collective coll, uint64_t bytes, bool honourOverride) const {
     const Cell& cell = cells[a];
     if (cell.us < 0 || !isAllowed(static_cast<Algorithm>(a))) continue;
     if (!allowed &&
-        !modelMayPick(static_cast<Algorithm>(a), coll, bytes, options_.nranks, options_.hosts)) {
+        !modelMayPick(static_cast<Algorithm>(a), coll, bytes, options_.nranks, hosts_)) {
       continue;
     }
     if (best < 0 || cell.us < cells[best].us) best = a;

@@ -60,7 +60,6 @@ struct TunerOptions {
   int nchannels = 0;        ///< BRAID_NCHANNELS, 0: tuned
   std::string algo;         ///< BRAID_ALGO
   std::string tuningFile;   ///< BRAID_TUNING_FILE, for messages
-  int hosts = 1;            ///< hosts the ranks span (Tuner::create takes it from the model)
 
   static TunerOptions fromConfig(const Config& config, int nranks, int maxChannels);
 };
@@ -192,6 +191,7 @@ class Tuner {
   int channelsFor(int nchannels) const;
 
   TunerOptions options_;
+  int hosts_ = 1;  ///< hosts the ranks span, from the model (modelMayPick)
   AlgoOverride override_;
   std::shared_ptr<const Grid> grid_;  ///< shared by the tuners of one process with equal inputs
   std::vector<TuningEntry> table_;    ///< the measured entries for this rank count
