@@ -5,10 +5,13 @@
 // every rank init a communicator through the public API, then run one of each collective (checked)
 // and a send/recv round to both ring neighbours. Each rank records its init time and its peak
 // resident set (VmHWM) after init and at the end in a table shared with this process, which prints
-// one line per configuration. Nothing is asserted: it measures.
+// one line per configuration. Nothing is asserted: it measures. With --repeat K each rank then
+// times K more calls of all-reduce, all-gather, reduce-scatter and all-to-all each (warm, after a
+// one-element all-reduce lines the ranks up), and a line under the row gives the slowest rank's
+// mean per call.
 //
 // Usage: braid-scale-init [--ranks 16,64,256] [--hosts 4,8,16] [--count 1024] [--timeout 600]
-//                         [--setting BRAID_X=y]...
+//                         [--repeat K] [--setting BRAID_X=y]...
 // (--hosts pairs with --ranks by position; ranks must divide by hosts.)
 #include <sys/mman.h>
 #include <time.h>
@@ -42,8 +45,11 @@ struct RankFigures {
   double callsSeconds = 0;
   long peakKbAfterInit = 0;
   long peakKbAtEnd = 0;
-  int done = 0;  ///< 1 once every call passed
+  int done = 0;                     ///< 1 once every call passed
+  double warmUs[4] = {0, 0, 0, 0};  ///< --repeat: mean per call, in kWarmCalls' order
 };
+
+constexpr const char* kWarmCalls[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
 
 /// A "VmHWM:" style field of /proc/self/status, in kB (0 when absent).
 long statusKb(const char* field) {
@@ -135,10 +141,40 @@ std::string runCalls(braidComm_t comm, int rank, int n, size_t count) {
   return "";
 }
 
+// --repeat: times `reps` calls of each of kWarmCalls into `us`.
+std::string timeWarmCalls(braidComm_t comm, int n, size_t count, int reps, double* us) {
+  std::vector<float> send(size_t(n) * count, 1.0f), recv(size_t(n) * count, 0.0f);
+  for (int k = 0; k < 4; ++k) {
+    float one = 0;
+    braidResult_t rc = braidAllReduce(&one, &one, 1, braidFloat32, braidSum, comm, nullptr);
+    const double t0 = nowSeconds();
+    for (int i = 0; i < reps && rc == braidSuccess; ++i) {
+      switch (k) {
+        case 0:
+          rc = braidAllReduce(send.data(), recv.data(), count, braidFloat32, braidSum, comm,
+                              nullptr);
+          break;
+        case 1:
+          rc = braidAllGather(send.data(), recv.data(), count, braidFloat32, comm, nullptr);
+          break;
+        case 2:
+          rc = braidReduceScatter(send.data(), recv.data(), count, braidFloat32, braidSum, comm,
+                                  nullptr);
+          break;
+        default: rc = braidAllToAll(send.data(), recv.data(), count, braidFloat32, comm, nullptr);
+      }
+    }
+    if (rc != braidSuccess) return describe(rc, comm, kWarmCalls[k]);
+    us[k] = (nowSeconds() - t0) / reps * 1e6;
+  }
+  return "";
+}
+
 struct Options {
   std::vector<int> ranks = {16, 64, 256};
   std::vector<int> hosts = {4, 8, 16};
   size_t count = 1024;
+  int repeat = 0;
   double timeoutSeconds = 600;
   std::vector<std::string> settings;
 };
@@ -193,6 +229,9 @@ int runOne(const Options& o, int n, int hostCount) {
         const double t1 = nowSeconds();
         std::string error = runCalls(comm, rank, n, o.count);
         mine.callsSeconds = nowSeconds() - t1;
+        if (error.empty() && o.repeat > 0) {
+          error = timeWarmCalls(comm, n, o.count, o.repeat, mine.warmUs);
+        }
         mine.peakKbAtEnd = statusKb("VmHWM:");
         braidCommDestroy(comm);
         if (error.empty()) mine.done = 1;
@@ -218,6 +257,17 @@ int runOne(const Options& o, int n, int hostCount) {
       n, hostCount, perHost, passed, n, percentile(init, 0.5), percentile(init, 1.0),
       percentile(calls, 1.0), percentile(peakInit, 0.5), percentile(peakInit, 1.0),
       percentile(peakEnd, 0.5), percentile(peakEnd, 1.0), largest, wall);
+  if (o.repeat > 0) {
+    std::printf("warm, %d calls of %zu floats a rank, slowest rank's mean:", o.repeat, o.count);
+    for (int k = 0; k < 4; ++k) {
+      std::vector<double> us;
+      for (int r = 0; r < n; ++r) {
+        if (figures[r].done != 0) us.push_back(figures[r].warmUs[k]);
+      }
+      std::printf("%s %s %.0f us", k == 0 ? "" : ",", kWarmCalls[k], percentile(us, 1.0));
+    }
+    std::printf("\n");
+  }
   std::fflush(stdout);
   const std::string failed = failures(outcomes);
   if (!failed.empty()) std::fprintf(stderr, "%s\n", failed.substr(0, 4000).c_str());
@@ -244,6 +294,8 @@ int main(int argc, char** argv) {
       o.hosts = braid::testing::parseList(value);
     } else if (a == "--count") {
       o.count = std::strtoull(value, nullptr, 10);
+    } else if (a == "--repeat") {
+      o.repeat = std::atoi(value);
     } else if (a == "--timeout") {
       o.timeoutSeconds = std::atof(value);
     } else if (a == "--setting") {
@@ -255,8 +307,9 @@ int main(int argc, char** argv) {
     }
   }
   if (o.ranks.empty() || o.ranks.size() != o.hosts.size() || o.count == 0 ||
-      o.timeoutSeconds <= 0) {
-    std::fprintf(stderr, "--ranks and --hosts need lists of the same length, --count > 0\n");
+      o.timeoutSeconds <= 0 || o.repeat < 0) {
+    std::fprintf(stderr,
+                 "--ranks and --hosts need lists of the same length, --count > 0, --repeat >= 0\n");
     return 2;
   }
   for (size_t i = 0; i < o.ranks.size(); ++i) {

@@ -35,6 +35,8 @@ TEST(Algorithms, CatalogueListsWhatServesEachCollective) {
   using A = Algorithm;
   EXPECT_EQ(algorithmsFor(Collective::kAllToAll), (std::vector<A>{A::kPairwise, A::kRd}));
   EXPECT_EQ(algorithmsFor(Collective::kSend), std::vector<A>{A::kPairwise});
+  EXPECT_EQ(algorithmsFor(Collective::kReduceScatter),
+            (std::vector<A>{A::kRing, A::kRhd, A::kRd, A::kDirect}));
   EXPECT_TRUE(algorithmServes(A::kRing, Collective::kAllReduce));
   EXPECT_FALSE(algorithmServes(A::kPairwise, Collective::kAllReduce));
   EXPECT_FALSE(algorithmServes(A::kRing, Collective::kAllToAll));
@@ -394,6 +396,49 @@ TEST(Algorithms, BruckAllToAllPacksEachRoundIntoOneExchange) {
   plan = buildPlan(q);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->scratchBytes, (5u + 2 * 2) * 100 * 4);
+}
+
+// Among 1000 ranks (and 1024) with small blocks, rd's reduce-scatter moves each round as one
+// message (the ring takes n-1 hand-offs; rhd sends a message per block in its first rounds), and
+// together the rounds carry the n-1 blocks a rank gives.
+TEST(Algorithms, RdReduceScatterSendsOneMessageARound) {
+  for (int n : {1000, 1024}) {
+    constexpr int rounds = 10;  // ceil(log2 n)
+    const Collective coll = Collective::kReduceScatter;
+    for (int rank : {0, 1, 500, 999}) {
+      PlanRequest q = validRequest(coll, Algorithm::kRd);
+      q.nranks = n;
+      q.rank = rank;
+      q.count = 4;
+      q.elemSize = 4;
+      q.nchannels = 1;
+      q.chunkBytes = 1 << 20;
+      Result<Plan> plan = buildPlan(q);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      ASSERT_EQ(plan->lanes.size(), 1u);
+      int messages = 0;
+      int copies = 0;
+      uint64_t sent = 0;
+      std::vector<int> sendTo;
+      for (const Step& s : plan->lanes[0].steps) {
+        if (s.op == StepOp::kLocalCopy) ++copies;
+        if (s.nsend == 0) continue;
+        ++messages;
+        sent += s.sendBytes;
+        sendTo.push_back(s.sendPeers[0]);
+      }
+      const std::string what = std::to_string(n) + " ranks, rank " + std::to_string(rank);
+      EXPECT_EQ(sent, uint64_t(n - 1) * 16) << what;
+      EXPECT_EQ(messages, rounds) << what;
+      EXPECT_EQ(plan->scratchBytes, uint64_t(n) * 16) << what;
+      // Packing the blocks into scratch: in position order one run; rotated to start at this
+      // rank's, one run or two where it wraps past the last rank.
+      EXPECT_EQ(copies, n == 1024 || rank == 0 ? 1 : 2) << what;
+      std::vector<int> expected;
+      for (int d = 512; d >= 1; d /= 2) expected.push_back(n == 1024 ? rank ^ d : (rank + d) % n);
+      EXPECT_EQ(sendTo, expected) << what;
+    }
+  }
 }
 
 TEST(Algorithms, EvenPartsCoverTheWhole) {

@@ -64,13 +64,19 @@ TEST(PlanPeers, TreeAndHalvingDoublingStayFarBelowEveryPeer) {
   }
 }
 
-// All-to-all by Bruck's algorithm at 1000 ranks (no power of two): every rank sends to the ranks
-// 1, 2, 4, ... 512 after it and receives from those as far before it, where pairwise exchange
-// names all 999 others.
-TEST(PlanPeers, BruckAllToAllNamesLog2NPeersEachWay) {
+// All-to-all by Bruck's algorithm and rd's reduce-scatter at 1000 ranks (no power of two): every
+// rank sends to the ranks 1, 2, 4, ... 512 after it and receives from those as far before it,
+// where pairwise exchange names all 999 others.
+TEST(PlanPeers, BruckAllToAllAndReduceScatterNameLog2NPeersEachWay) {
   constexpr int n = 1000;
   for (int rank : {0, 7, 999}) {
     PlanRequest r = allReduce(Algorithm::kRd, rank);
+    r.coll = Collective::kReduceScatter;
+    r.nranks = n;
+    r.count = 16;
+    r.nchannels = 1;
+    Result<Plan> reduceScatter = buildPlan(r);
+    ASSERT_TRUE(reduceScatter.ok()) << reduceScatter.status().message();
     r.coll = Collective::kAllToAll;
     r.nranks = n;
     r.count = 16;
@@ -84,6 +90,7 @@ TEST(PlanPeers, BruckAllToAllNamesLog2NPeersEachWay) {
     }
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(planConnections(*plan), expected) << "rank " << rank;
+    EXPECT_EQ(planConnections(*reduceScatter), expected) << "reduce-scatter, rank " << rank;
     r.algo = Algorithm::kPairwise;
     Result<Plan> pairwise = buildPlan(r);
     ASSERT_TRUE(pairwise.ok()) << pairwise.status().message();

@@ -1,4 +1,5 @@
-// Recursive doubling: all-reduce, all-gather and all-to-all in ceil(log2 n) rounds.
+// Recursive doubling: all-reduce, all-gather, reduce-scatter and all-to-all in ceil(log2 n)
+// rounds.
 //
 // All-reduce (a latency algorithm): in round d = 1, 2, 4, ... each rank exchanges its whole
 // current vector with the rank whose virtual index differs in bit d and adds what arrives, so
@@ -21,6 +22,12 @@
 // Output, so no final rotation is needed.
 //   cost: ceil(log2 n) alpha + (n-1)/n N' beta (N' = n * count * elemSize)
 //
+// Reduce-scatter is the all-gather run backwards over packed scratch (rdReduceScatter), one
+// message per round and chunk: the latency choice for small blocks among many ranks, where the
+// ring pays n-1 hand-offs and halving-doubling (rhd) sends each block of its first rounds as a
+// message of its own.
+//   cost: ceil(log2 n) (alpha + gamma) + (n-1)/n N' (beta + gamma) + N' of local copies
+//
 // All-to-all is Bruck's algorithm, for small blocks among many ranks: block i of a rank is the
 // one for the position i after it, and in round d = 1, 2, 4, ... a rank sends every block whose
 // index has bit d set to position x+d and receives the same indices from position x-d. After
@@ -30,6 +37,8 @@
 // Each rank talks to ceil(log2 n) peers each way rather than n-1, which at hundreds of ranks
 // spares the connections and the per-message cost that pairwise exchange pays n-1 times.
 //   cost: ceil(log2 n) (alpha + N/2 beta) + about 3 N of local copies (N = n * count * elemSize)
+#include <bit>
+
 #include "algorithms/builder.h"
 
 namespace braid {
@@ -169,6 +178,65 @@ class CopyRun {
   uint64_t len_ = 0;
 };
 
+// Reduce-scatter: the all-gather run backwards. Scratch holds this part of every block, one
+// slice each, so that every round sends one run of it (one message per chunk, whatever n is).
+// With n a power of two the slices are in position order and a round with d = n/2, ..., 2, 1
+// halves the run [base, base + 2d) a rank holds: it sends the half without its own block to
+// position x ^ d and adds what comes back into the other. Otherwise it is Bruck's all-gather
+// backwards: slice j is the block of position x+j, and a round that starts with slices [0, h)
+// sends [d, h) (d the largest power of two below h) to position x+d, where they are its slices
+// [0, h-d), and adds what position x-d sends into its own [0, h-d); then [0, d) remain.
+void rdReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
+  const int n = ctx.nranks();
+  const uint64_t count = ctx.count();
+  const uint64_t len = part.span.len;
+  const RingOrder order(ctx.request(), false);
+  const int x = order.posOf(ctx.rank());
+  if (n == 1) {
+    if (!ctx.inPlace())
+      ctx.appendCopy(lane, ctx.in(part.span.begin), ctx.out(part.span.begin), len);
+    return;
+  }
+  const bool powerOfTwo = (n & (n - 1)) == 0;
+  // Slice j of this part's n, parts one after another; and the position whose block it holds.
+  const uint64_t base = n * part.span.begin;
+  auto slice = [&](uint64_t j) { return base + j * len; };
+  auto positionOf = [&](int j) { return powerOfTwo ? j : (x + j) % n; };
+  {
+    CopyRun copies(ctx, lane);
+    for (int j = 0; j < n; ++j) {
+      copies.add(ctx.in(order.rankAt(positionOf(j)) * count + part.span.begin), ctx.scr(slice(j)),
+                 len);
+    }
+  }
+  // One round: `blocks` slices from `give` go to `to`; as many from `from` are added into `keep`.
+  auto round = [&](int to, uint64_t give, int from, uint64_t keep, uint64_t blocks, bool last) {
+    std::vector<ExchangePiece> sends;
+    std::vector<ExchangePiece> recvs;
+    forEachChunk(Span{0, blocks * len}, ctx.chunkElems(), [&](Span c) {
+      sends.push_back({ctx.scr(slice(give) + c.begin), {}, ctx.bytes(c.len), false});
+      const BufferRef dst =
+          last ? ctx.out(part.span.begin + c.begin) : ctx.scr(slice(keep) + c.begin);
+      recvs.push_back({dst, ctx.scr(slice(keep) + c.begin), ctx.bytes(c.len), last});
+    });
+    appendExchange(lane, to, sends, from, recvs, true);
+  };
+  if (powerOfTwo) {
+    for (int d = n / 2; d >= 1; d /= 2) {
+      const int low = x & ~(2 * d - 1);  // the run held: [low, low + 2d)
+      const bool upper = (x & d) != 0;
+      const int partner = order.rankAt(x ^ d);
+      round(partner, upper ? low : low + d, partner, upper ? low + d : low, d, d == 1);
+    }
+    return;
+  }
+  for (int h = n; h > 1;) {
+    const int d = std::bit_floor(static_cast<unsigned>(h - 1));
+    round(order.rankAt(x + d), d, order.rankAt(x - d), 0, h - d, d == 1);
+    h = d;
+  }
+}
+
 // Scratch of Bruck's all-to-all, in blocks: n waiting places (block i at place i), then the
 // blocks of the largest round, packed to go and packed as they come.
 int bruckMostMoved(int n) {
@@ -242,6 +310,7 @@ void rdLane(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   switch (ctx.request().coll) {
     case Collective::kAllReduce: rdAllReduce(ctx, part, lane); break;
     case Collective::kAllToAll: rdAllToAll(ctx, part, lane); break;
+    case Collective::kReduceScatter: rdReduceScatter(ctx, part, lane); break;
     default: rdAllGather(ctx, part, lane); break;
   }
 }
@@ -253,6 +322,9 @@ Plan buildRdPlan(const PlanRequest& request) {
   if (request.coll == Collective::kAllToAll && request.nranks > 1) {
     const uint64_t blocks = request.nranks + 2 * uint64_t(bruckMostMoved(request.nranks));
     plan.scratchBytes = blocks * request.count * request.elemSize;
+  }
+  if (request.coll == Collective::kReduceScatter && request.nranks > 1) {
+    plan.scratchBytes = uint64_t(request.nranks) * request.count * request.elemSize;
   }
   return plan;
 }

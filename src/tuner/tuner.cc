@@ -44,6 +44,9 @@ constexpr int kDirectMaxRanks = 64;
 // on, and rd serves no larger blocks: pairwise exchange's n-1 messages per rank each cost the
 // network proxy CPU that the model does not charge, which log2 n rounds spare; larger blocks pay
 // for Bruck's extra copies (docs/performance-notes.md#small-all-to-all-across-hosts).
+// rd's reduce-scatter is the model's pick only for blocks up to the same size and only where ranks
+// span hosts, for the same reason; on one host, and for larger blocks, it ran 1.2-2.3x slower than
+// what the model rated it above (docs/performance-notes.md#small-reduce-scatter-among-many-ranks).
 constexpr uint64_t kBruckMaxBlockBytes = 1024;
 constexpr int kBruckFromRanks = 8;
 
@@ -294,8 +297,11 @@ bool Tuner::chunkApplies(const std::vector<uint32_t>& chunks, size_t i, uint64_t
 bool Tuner::costsCell(Algorithm algo, Collective coll, uint64_t bytes) const {
   if (modelMayPick(algo, coll, bytes, options_.nranks, hosts_)) return true;
   // Bruck's all-to-all of large blocks packs O(n log n) of them a rank: slow to simulate, and
-  // never picked at any rank count.
-  if (coll == Collective::kAllToAll && algo == Algorithm::kRd) return false;
+  // never picked at any rank count; nor is rd's reduce-scatter of large blocks.
+  if ((coll == Collective::kAllToAll || coll == Collective::kReduceScatter) &&
+      algo == Algorithm::kRd && bytes > kBruckMaxBlockBytes) {
+    return false;
+  }
   return options_.nranks < kCostOnlyPickableFromRanks;
 }
 
@@ -501,6 +507,9 @@ Status Tuner::adoptTable(const TuningTable& table) {
 }
 
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks, int hosts) {
+  if (coll == Collective::kReduceScatter && algo == Algorithm::kRd) {
+    return bytes <= kBruckMaxBlockBytes && hosts > 1;
+  }
   if (coll == Collective::kAllToAll) {
     const bool small = bytes <= kBruckMaxBlockBytes;
     if (algo == Algorithm::kRd) return small;

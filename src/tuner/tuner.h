@@ -68,7 +68,8 @@ struct TunerOptions {
 /// tuning tables and --algo columns are not bound by this): direct broadcast and reduce only up
 /// to 4 MiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay within 64 KiB,
 /// and no direct at all from 64 ranks on; all-to-all by rd (Bruck) only for blocks up to 1 KiB,
-/// and from 8 ranks on `hosts` > 1 hosts not by pairwise exchange there.
+/// and from 8 ranks on `hosts` > 1 hosts not by pairwise exchange there; reduce-scatter by rd
+/// only for blocks up to 1 KiB among ranks on `hosts` > 1 hosts.
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks, int hosts = 1);
 
 /// How the ranks of a communicator split the model grid: rank `rank` of `nranks` costs the cells

@@ -192,6 +192,9 @@ TEST(Tuner, SmallAllToAllAcrossHostsGoesToBruck) {
   EXPECT_TRUE(modelMayPick(Algorithm::kPairwise, Collective::kAllToAll, 8, 64, 1));
   EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kAllToAll, 1024, 2, 1));
   EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kAllToAll, 2048, 64, 4));
+  EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kReduceScatter, 1024, 16, 2));
+  EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kReduceScatter, 2048, 16, 2));
+  EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kReduceScatter, 64, 16, 1));
   constexpr int n = 16;
   std::vector<RankPlacement> p(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) p[size_t(r)].hostHash = 100 + uint64_t(r / 8);
