@@ -61,6 +61,11 @@ VirtualHosts* hostsOrSkip(std::string* why) {
 
 std::string hostId(int host) { return "BRAID_HOSTID=virtual-host-" + std::to_string(host); }
 
+/// A rendezvous port agreed beforehand, as launchers pick one: below the kernel's ephemeral range
+/// (32768 and up by default), so that no connection another process made in the namespace can
+/// hold it, and different for each test process and `use`.
+int fixedRendezvousPort(int use) { return 20000 + (::getpid() % 6000) * 2 + use; }
+
 /// Runs body on ranks placed on hosts hostOf[rank], each inited with the settings plus its host id.
 std::vector<RankOutcome> runOnHosts(
     const VirtualHosts& v, const std::vector<int>& hostOf, const std::vector<std::string>& settings,
@@ -278,7 +283,7 @@ TEST(NetLaunch, InitFromEnvAcrossHosts) {
   REQUIRE_HOSTS(v);
   const std::vector<int> hostOf = {0, 1, 1, 2};
   const int n = static_cast<int>(hostOf.size());
-  const std::string addr = v->address(0) + ":" + std::to_string(30000 + ::getpid() % 20000);
+  const std::string addr = v->address(0) + ":" + std::to_string(fixedRendezvousPort(0));
   const std::vector<CollCase> cases = onlyAllReduce(conformanceCases(n, {1, 273}, {65537}));
   // The id handed over by the harness is ignored: ranks agree on the rendezvous by themselves.
   auto outcomes = runRanks(
@@ -360,7 +365,7 @@ std::string braidPerf() {
 /// An mpirun command line running braid-perf `args` with ranksPerHost[h] ranks inside host h.
 std::string mpirunLine(const VirtualHosts& v, const std::vector<int>& ranksPerHost,
                        const std::string& args, const std::string& extraEnv) {
-  const std::string addr = v.address(0) + ":" + std::to_string(31000 + ::getpid() % 18000);
+  const std::string addr = v.address(0) + ":" + std::to_string(fixedRendezvousPort(1));
   // Per context: mpirun's -x reaches only the first context of an MPMD line.
   const std::string env =
       "BRAID_ADDR=" + addr + " BRAID_SECRET=mpirun-net-test BRAID_TIMEOUT=60 " + extraEnv;
