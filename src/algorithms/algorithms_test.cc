@@ -441,6 +441,40 @@ TEST(Algorithms, RdReduceScatterSendsOneMessageARound) {
   }
 }
 
+// rd's all-gather sends the blocks of a round that lie side by side in Output as one message:
+// at most three a round (the sender's own block travels on its own from Input; the run may wrap
+// past the last rank), in place at most two, where each block once went as a message of its own.
+TEST(Algorithms, RdAllGatherSendsNeighbouringBlocksAsOneMessage) {
+  for (int n : {1000, 1024}) {
+    for (bool inPlace : {false, true}) {
+      for (int rank : {0, 1, 500, 999}) {
+        PlanRequest q = validRequest(Collective::kAllGather, Algorithm::kRd);
+        q.nranks = n;
+        q.rank = rank;
+        q.count = 4;
+        q.elemSize = 4;
+        q.nchannels = 1;
+        q.chunkBytes = 1 << 20;
+        q.inPlace = inPlace;
+        Result<Plan> plan = buildPlan(q);
+        ASSERT_TRUE(plan.ok()) << plan.status().message();
+        int messages = 0;
+        uint64_t sent = 0;
+        for (const Step& s : plan->lanes[0].steps) {
+          if (s.nsend == 0) continue;
+          ++messages;
+          sent += s.sendBytes;
+        }
+        const std::string what = std::to_string(n) + " ranks, rank " + std::to_string(rank) +
+                                 (inPlace ? ", in place" : "");
+        EXPECT_EQ(sent, uint64_t(n - 1) * 16) << what;
+        EXPECT_LE(messages, (inPlace ? 2 : 3) * 10) << what;
+        if (n == 1024 && inPlace) EXPECT_EQ(messages, 10) << what;
+      }
+    }
+  }
+}
+
 TEST(Algorithms, EvenPartsCoverTheWhole) {
   const Span whole{10, 23};
   uint64_t next = whole.begin;

@@ -19,7 +19,9 @@
 // whose position differs in bit d and receives that rank's d blocks. Otherwise it is Bruck's
 // algorithm: in round d a rank sends the blocks of positions x..x+m-1 (m = min(d, n-d)) to
 // position x-d and receives those of x+d..x+d+m-1 from x+d. Blocks go straight to their place in
-// Output, so no final rotation is needed.
+// Output, so no final rotation is needed. Blocks side by side in Output (ranks numbered in ring
+// order, one channel) travel as one message, so a round costs one alpha (two or three where the
+// sender's own block or the wrap past the last rank cuts it) however many blocks it moves.
 //   cost: ceil(log2 n) alpha + (n-1)/n N' beta (N' = n * count * elemSize)
 //
 // Reduce-scatter is the all-gather run backwards over packed scratch (rdReduceScatter), one
@@ -104,19 +106,32 @@ void rdAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const uint64_t count = ctx.count();
   const RingOrder order(ctx.request(), false);
   const int x = order.posOf(ctx.rank());
-  // The own block is read from Input (in place that is the same memory as its Output block).
-  auto blockPieces = [&](int pos, bool send) {
-    std::vector<ExchangePiece> pieces;
-    const int owner = order.rankAt(pos);
-    forEachChunk(part.span, ctx.chunkElems(), [&](Span c) {
-      const BufferRef ref =
-          send && owner == ctx.rank() ? ctx.in(c.begin) : ctx.out(owner * count + c.begin);
-      pieces.push_back({ref, {}, ctx.bytes(c.len), false});
-    });
-    return pieces;
-  };
-  auto append = [](std::vector<ExchangePiece>& to, std::vector<ExchangePiece> more) {
-    to.insert(to.end(), more.begin(), more.end());
+  const bool wholeBlocks = part.span.begin == 0 && part.span.len == count;
+  // The pieces of one message: the blocks of `positions` (in order) that lie side by side in
+  // Output go as one run, cut into chunks. The sender's own block travels on its own from Input
+  // (in place that is its Output block, and it joins its neighbours), so its first message need
+  // not wait for the copy below. Both ends cut the same runs, so the pieces match.
+  auto pieces = [&](const std::vector<int>& positions, int senderPos, bool send) {
+    std::vector<ExchangePiece> out;
+    auto alone = [&](int pos) { return pos == senderPos && !ctx.inPlace(); };
+    for (size_t i = 0; i < positions.size();) {
+      size_t j = i + 1;
+      while (j < positions.size() && wholeBlocks && !alone(positions[j - 1]) &&
+             !alone(positions[j]) &&
+             order.rankAt(positions[j]) == order.rankAt(positions[j - 1]) + 1) {
+        ++j;
+      }
+      const int first = positions[i];
+      const BufferRef start = send && alone(first)
+                                  ? ctx.in(part.span.begin)
+                                  : ctx.out(order.rankAt(first) * count + part.span.begin);
+      const uint64_t startElem = start.offset / ctx.elemSize();
+      forEachChunk(Span{0, (j - i) * part.span.len}, ctx.chunkElems(), [&](Span c) {
+        out.push_back({ctx.at(start.buffer, startElem + c.begin), {}, ctx.bytes(c.len), false});
+      });
+      i = j;
+    }
+    return out;
   };
   if (!ctx.inPlace()) {
     ctx.appendCopy(lane, ctx.in(part.span.begin), ctx.out(ctx.rank() * count + part.span.begin),
@@ -124,27 +139,28 @@ void rdAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   }
   const bool powerOfTwo = (n & (n - 1)) == 0;
   for (int d = 1; d < n; d <<= 1) {
-    std::vector<ExchangePiece> sends;
-    std::vector<ExchangePiece> recvs;
+    std::vector<int> sent;
+    std::vector<int> received;
     int to = 0;
     int from = 0;
     if (powerOfTwo) {
       const int base = x & ~(d - 1);
-      to = from = order.rankAt(x ^ d);
+      to = from = x ^ d;
       for (int i = 0; i < d; ++i) {
-        append(sends, blockPieces(base + i, true));
-        append(recvs, blockPieces((base ^ d) + i, false));
+        sent.push_back(base + i);
+        received.push_back((base ^ d) + i);
       }
     } else {
       const int m = std::min(d, n - d);
-      to = order.rankAt(x - d);
-      from = order.rankAt(x + d);
+      to = (x - d + n) % n;
+      from = (x + d) % n;
       for (int i = 0; i < m; ++i) {
-        append(sends, blockPieces((x + i) % n, true));
-        append(recvs, blockPieces((x + d + i) % n, false));
+        sent.push_back((x + i) % n);
+        received.push_back((x + d + i) % n);
       }
     }
-    appendExchange(lane, to, sends, from, recvs, false);
+    appendExchange(lane, order.rankAt(to), pieces(sent, x, true), order.rankAt(from),
+                   pieces(received, from, false), false);
   }
 }
 

@@ -46,7 +46,10 @@ constexpr int kDirectMaxRanks = 64;
 // for Bruck's extra copies (docs/performance-notes.md#small-all-to-all-across-hosts).
 // rd's reduce-scatter is the model's pick only for blocks up to the same size and only where ranks
 // span hosts, for the same reason; on one host, and for larger blocks, it ran 1.2-2.3x slower than
-// what the model rated it above (docs/performance-notes.md#small-reduce-scatter-among-many-ranks).
+// what the model rated it above. On one host below kDirectMaxRanks, rd's all-gather of blocks up
+// to that size is not the model's pick either: its rounds, one message each, cost there more than
+// the model sees, and direct serves those sizes
+// (docs/performance-notes.md#small-reduce-scatter-and-all-gather-among-many-ranks).
 constexpr uint64_t kBruckMaxBlockBytes = 1024;
 constexpr int kBruckFromRanks = 8;
 
@@ -509,6 +512,10 @@ Status Tuner::adoptTable(const TuningTable& table) {
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks, int hosts) {
   if (coll == Collective::kReduceScatter && algo == Algorithm::kRd) {
     return bytes <= kBruckMaxBlockBytes && hosts > 1;
+  }
+  if (coll == Collective::kAllGather && algo == Algorithm::kRd && hosts == 1 &&
+      bytes <= kBruckMaxBlockBytes && nranks < kDirectMaxRanks) {
+    return false;
   }
   if (coll == Collective::kAllToAll) {
     const bool small = bytes <= kBruckMaxBlockBytes;

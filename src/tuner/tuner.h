@@ -69,7 +69,8 @@ struct TunerOptions {
 /// to 4 MiB, direct all-reduce only while the (nranks - 1) copies a rank sends stay within 64 KiB,
 /// and no direct at all from 64 ranks on; all-to-all by rd (Bruck) only for blocks up to 1 KiB,
 /// and from 8 ranks on `hosts` > 1 hosts not by pairwise exchange there; reduce-scatter by rd
-/// only for blocks up to 1 KiB among ranks on `hosts` > 1 hosts.
+/// only for blocks up to 1 KiB among ranks on `hosts` > 1 hosts; all-gather of blocks up to 1 KiB
+/// on one host below 64 ranks not by rd.
 bool modelMayPick(Algorithm algo, Collective coll, uint64_t bytes, int nranks, int hosts = 1);
 
 /// How the ranks of a communicator split the model grid: rank `rank` of `nranks` costs the cells

@@ -195,6 +195,10 @@ TEST(Tuner, SmallAllToAllAcrossHostsGoesToBruck) {
   EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kReduceScatter, 1024, 16, 2));
   EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kReduceScatter, 2048, 16, 2));
   EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kReduceScatter, 64, 16, 1));
+  EXPECT_FALSE(modelMayPick(Algorithm::kRd, Collective::kAllGather, 1024, 16, 1));
+  EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kAllGather, 2048, 16, 1));
+  EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kAllGather, 64, 16, 2));
+  EXPECT_TRUE(modelMayPick(Algorithm::kRd, Collective::kAllGather, 64, 64, 1));
   constexpr int n = 16;
   std::vector<RankPlacement> p(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) p[size_t(r)].hostHash = 100 + uint64_t(r / 8);
