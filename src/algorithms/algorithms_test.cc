@@ -398,6 +398,18 @@ TEST(Algorithms, BruckAllToAllPacksEachRoundIntoOneExchange) {
   EXPECT_EQ(plan->scratchBytes, (5u + 2 * 2) * 100 * 4);
 }
 
+// Rank `rank` of n with 16-byte blocks, one channel, one chunk a message.
+PlanRequest smallBlocks(Collective coll, Algorithm algo, int n, int rank) {
+  PlanRequest q = validRequest(coll, algo);
+  q.nranks = n;
+  q.rank = rank;
+  q.count = 4;
+  q.elemSize = 4;
+  q.nchannels = 1;
+  q.chunkBytes = 1 << 20;
+  return q;
+}
+
 // Among 1000 ranks (and 1024) with small blocks, rd's reduce-scatter moves each round as one
 // message (the ring takes n-1 hand-offs; rhd sends a message per block in its first rounds), and
 // together the rounds carry the n-1 blocks a rank gives.
@@ -406,14 +418,7 @@ TEST(Algorithms, RdReduceScatterSendsOneMessageARound) {
     constexpr int rounds = 10;  // ceil(log2 n)
     const Collective coll = Collective::kReduceScatter;
     for (int rank : {0, 1, 500, 999}) {
-      PlanRequest q = validRequest(coll, Algorithm::kRd);
-      q.nranks = n;
-      q.rank = rank;
-      q.count = 4;
-      q.elemSize = 4;
-      q.nchannels = 1;
-      q.chunkBytes = 1 << 20;
-      Result<Plan> plan = buildPlan(q);
+      Result<Plan> plan = buildPlan(smallBlocks(coll, Algorithm::kRd, n, rank));
       ASSERT_TRUE(plan.ok()) << plan.status().message();
       ASSERT_EQ(plan->lanes.size(), 1u);
       int messages = 0;
@@ -448,13 +453,7 @@ TEST(Algorithms, RdAllGatherSendsNeighbouringBlocksAsOneMessage) {
   for (int n : {1000, 1024}) {
     for (bool inPlace : {false, true}) {
       for (int rank : {0, 1, 500, 999}) {
-        PlanRequest q = validRequest(Collective::kAllGather, Algorithm::kRd);
-        q.nranks = n;
-        q.rank = rank;
-        q.count = 4;
-        q.elemSize = 4;
-        q.nchannels = 1;
-        q.chunkBytes = 1 << 20;
+        PlanRequest q = smallBlocks(Collective::kAllGather, Algorithm::kRd, n, rank);
         q.inPlace = inPlace;
         Result<Plan> plan = buildPlan(q);
         ASSERT_TRUE(plan.ok()) << plan.status().message();
