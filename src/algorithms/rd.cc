@@ -19,9 +19,9 @@
 // whose position differs in bit d and receives that rank's d blocks. Otherwise it is Bruck's
 // algorithm: in round d a rank sends the blocks of positions x..x+m-1 (m = min(d, n-d)) to
 // position x-d and receives those of x+d..x+d+m-1 from x+d. Blocks go straight to their place in
-// Output, so no final rotation is needed. Blocks side by side in Output (ranks numbered in ring
-// order, one channel) travel as one message, so a round costs one alpha (two or three where the
-// sender's own block or the wrap past the last rank cuts it) however many blocks it moves.
+// Output, so no final rotation is needed. Blocks smaller than a chunk that lie side by side in
+// Output (ranks numbered in ring order, one channel) travel as one message, so a round costs one
+// alpha (two where it wraps past the last rank) however many blocks it moves.
 //   cost: ceil(log2 n) alpha + (n-1)/n N' beta (N' = n * count * elemSize)
 //
 // Reduce-scatter is the all-gather run backwards over packed scratch (rdReduceScatter), one
@@ -106,23 +106,22 @@ void rdAllGather(const PlanContext& ctx, const ChannelPart& part, Lane& lane) {
   const uint64_t count = ctx.count();
   const RingOrder order(ctx.request(), false);
   const int x = order.posOf(ctx.rank());
-  const bool wholeBlocks = part.span.begin == 0 && part.span.len == count;
-  // The pieces of one message: the blocks of `positions` (in order) that lie side by side in
-  // Output go as one run, cut into chunks. The sender's own block travels on its own from Input
-  // (in place that is its Output block, and it joins its neighbours), so its first message need
-  // not wait for the copy below. Both ends cut the same runs, so the pieces match.
+  // Blocks smaller than a chunk that lie side by side in Output (ranks in ring order, one
+  // channel) go as one run, cut into chunks; the own block too, from Output once the copy below
+  // has put it there, so that every rank's rounds have the same shape. Larger blocks fill chunks
+  // on their own and each goes alone, the own one from Input, so that its first message need not
+  // wait for the copy. Both ends cut the same runs, so the pieces match.
+  const bool merge = part.span.begin == 0 && part.span.len == count && count < ctx.chunkElems();
   auto pieces = [&](const std::vector<int>& positions, int senderPos, bool send) {
     std::vector<ExchangePiece> out;
-    auto alone = [&](int pos) { return pos == senderPos && !ctx.inPlace(); };
     for (size_t i = 0; i < positions.size();) {
       size_t j = i + 1;
-      while (j < positions.size() && wholeBlocks && !alone(positions[j - 1]) &&
-             !alone(positions[j]) &&
+      while (j < positions.size() && merge &&
              order.rankAt(positions[j]) == order.rankAt(positions[j - 1]) + 1) {
         ++j;
       }
       const int first = positions[i];
-      const BufferRef start = send && alone(first)
+      const BufferRef start = send && !merge && first == senderPos
                                   ? ctx.in(part.span.begin)
                                   : ctx.out(order.rankAt(first) * count + part.span.begin);
       const uint64_t startElem = start.offset / ctx.elemSize();
