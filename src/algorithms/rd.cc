@@ -208,8 +208,9 @@ void rdReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane
   const RingOrder order(ctx.request(), false);
   const int x = order.posOf(ctx.rank());
   if (n == 1) {
-    if (!ctx.inPlace())
+    if (!ctx.inPlace()) {
       ctx.appendCopy(lane, ctx.in(part.span.begin), ctx.out(part.span.begin), len);
+    }
     return;
   }
   const bool powerOfTwo = (n & (n - 1)) == 0;
