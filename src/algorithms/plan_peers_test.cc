@@ -71,16 +71,13 @@ TEST(PlanPeers, BruckAllToAllAndReduceScatterNameLog2NPeersEachWay) {
   constexpr int n = 1000;
   for (int rank : {0, 7, 999}) {
     PlanRequest r = allReduce(Algorithm::kRd, rank);
-    r.coll = Collective::kReduceScatter;
     r.nranks = n;
     r.count = 16;
     r.nchannels = 1;
+    r.coll = Collective::kReduceScatter;
     Result<Plan> reduceScatter = buildPlan(r);
     ASSERT_TRUE(reduceScatter.ok()) << reduceScatter.status().message();
     r.coll = Collective::kAllToAll;
-    r.nranks = n;
-    r.count = 16;
-    r.nchannels = 1;
     Result<Plan> plan = buildPlan(r);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     std::vector<PlanConnection> expected;
