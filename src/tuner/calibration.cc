@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <vector>
 
+#include "base/file.h"
 #include "tuner/calibration_probe.h"
 
 namespace braid {
@@ -65,41 +65,6 @@ std::mutex gMutex;
 std::map<std::string, Calibration>& processCache() {
   static auto* cache = new std::map<std::string, Calibration>();
   return *cache;
-}
-
-Result<std::string> readFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return errnoError("cannot read " + path, errno);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-Status makeDirs(const std::string& dir) {
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string part = dir.substr(0, pos);
-    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      return errnoError("cannot create " + part, errno);
-    }
-  }
-  return okStatus();
-}
-
-Status writeFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return errnoError("cannot write " + tmp, errno);
-    out << text;
-    if (!out.flush()) return errnoError("cannot write " + tmp, errno);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return errnoError("cannot rename " + tmp + " to " + path, err);
-  }
-  return okStatus();
 }
 
 }  // namespace
@@ -215,8 +180,7 @@ namespace {
 // The file holding this code (the library, or a program it is linked into).
 std::string binaryPath() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&calibrationFingerprint), &info) != 0 &&
-      info.dli_fname != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&buildFingerprint), &info) != 0 && info.dli_fname != nullptr) {
     return info.dli_fname;
   }
   return "unknown";
@@ -230,14 +194,18 @@ uint64_t fnv1a(const std::string& s) {
 
 }  // namespace
 
-std::string calibrationFingerprint(uint64_t hostHash) {
+std::string buildFingerprint() {
   std::string binary = binaryPath();
   struct stat st {};
   if (stat(binary.c_str(), &st) == 0) {
     binary += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
               std::to_string(st.st_mtim.tv_nsec);
   }
-  return "host=" + hex64(hostHash) + " binary=" + binary;
+  return binary;
+}
+
+std::string calibrationFingerprint(uint64_t hostHash) {
+  return "host=" + hex64(hostHash) + " binary=" + buildFingerprint();
 }
 
 // A cached hand-off this many times today's was measured in a disturbed moment.

@@ -83,8 +83,10 @@ Result<Calibration> parseCalibration(const std::string& text, const std::string&
 /// The folder of the cache: $XDG_CACHE_HOME/braid, else $HOME/.cache/braid ("" when neither is
 /// set).
 std::string defaultCalibrationDir();
-/// What identifies "the same data path on the same host": the host hash, and the path, size and
-/// modification time of the binary that holds this code.
+/// What identifies this build of the library: the path, size and modification time of the binary
+/// that holds this code (the library, or a program it is linked into).
+std::string buildFingerprint();
+/// What identifies "the same data path on the same host": the host hash and buildFingerprint().
 std::string calibrationFingerprint(uint64_t hostHash);
 
 /// A host's calibration and where it came from.

@@ -1,10 +1,13 @@
 #include "tuner/link_probe.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <unordered_set>
 
+#include "base/file.h"
 #include "base/little_endian.h"
 #include "bootstrap/bootstrap.h"
 
@@ -130,7 +133,55 @@ Result<LinkFigures> measure(Prober& p, int peer, const LinkProbeOptions& o) {
   return f;
 }
 
+// Figures an earlier job on the same hosts measured stand unless today's latency or bandwidth
+// differs from them by more than this factor (the calibration's hand-off is measured again past
+// the same factor): the cost model's inputs, and so the tuner's grid, which a later process reads
+// from its file when they repeat, stay the same from run to run while the network does
+// (docs/tuning.md#what-the-tuner-costs-at-creation).
+constexpr double kKeptLinkFactor = 2.0;
+// Link files a cache folder keeps: one per set of hosts.
+constexpr int kLinkFilesKept = 64;
+
 }  // namespace
+
+LinkFigures keptLinkFigures(const std::string& dir, const std::vector<RankPlacement>& placements,
+                            const LinkFigures& measured, std::string& why) {
+  if (dir.empty()) return measured;
+  std::vector<uint64_t> hosts;
+  for (const RankPlacement& p : placements) hosts.push_back(p.hostHash);
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  std::string key = "link figures 1";
+  for (uint64_t h : hosts) key.append(reinterpret_cast<const char*>(&h), sizeof(h));
+  if (std::optional<std::string> kept = loadKeyedFile(dir, "link", key);
+      kept && kept->size() == 16) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(kept->data());
+    const double latencyUs = std::bit_cast<double>(getLe64(bytes));
+    const double gbps = std::bit_cast<double>(getLe64(bytes + 8));
+    auto near = [](double a, double b) {
+      return a > 0 && b > 0 && std::max(a, b) <= kKeptLinkFactor * std::min(a, b);
+    };
+    if (near(latencyUs, measured.latencyUs) && near(gbps, measured.gbps)) {
+      char text[160];
+      std::snprintf(text, sizeof(text),
+                    "; the figures kept for these hosts, %.1f us and %.3f GB/s, are within %.1fx "
+                    "and stand",
+                    latencyUs, gbps, kKeptLinkFactor);
+      why = text;
+      LinkFigures used = measured;
+      used.latencyUs = latencyUs;
+      used.gbps = gbps;
+      return used;
+    }
+  }
+  uint8_t bytes[16];
+  putLe64(bytes, std::bit_cast<uint64_t>(measured.latencyUs));
+  putLe64(bytes + 8, std::bit_cast<uint64_t>(measured.gbps));
+  const Status saved = saveKeyedFile(
+      dir, "link", key, std::string(reinterpret_cast<const char*>(bytes), 16), kLinkFilesKept);
+  why = saved.ok() ? "; kept for these hosts" : "; not kept: " + saved.message();
+  return measured;
+}
 
 std::vector<int> hostLeaders(const std::vector<RankPlacement>& placements) {
   std::vector<int> leaders;

@@ -14,7 +14,8 @@
 // Rank 0 alone decides (its BRAID_NET_PROBE, and whether it reaches other hosts over RDMA, whose
 // links the bootstrap's TCP would misreport): the other leaders just answer what it sends, so no
 // rank waits for a probe that never comes. Rank 0's figures then reach every rank inside the
-// tuner's shared constants (tuner_setup.h), so every rank builds the same tuner.
+// tuner's shared constants (tuner_setup.h), so every rank builds the same tuner; figures within 2x
+// of those kept from an earlier job on the same hosts leave those standing (keptLinkFigures).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +85,14 @@ struct NetworkProbe {
   double elapsedMs = 0;
   bool ran = false;  ///< this rank took part (a probe, a skip or an answer)
 };
+
+/// The figures the cost model takes from a probe that measured `measured`: those an earlier job on
+/// the same hosts (every rank's hostHash) kept under `dir`, while today's latency and bandwidth
+/// are both within a factor of 2 of them, so that the model's inputs (and the tuner's grid, kept
+/// in a file for them) repeat from run to run; else `measured`, which is then kept. `why` gets a
+/// note for the log. An empty `dir` keeps nothing: `measured`.
+LinkFigures keptLinkFigures(const std::string& dir, const std::vector<RankPlacement>& placements,
+                            const LinkFigures& measured, std::string& why);
 
 /// Collective in effect: every rank calls it at the same point of init (single-host jobs and
 /// ranks that are not probed return at once, without a message). `enabled` and `rdma` matter

@@ -5,7 +5,9 @@
 #include "tuner/link_probe.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -84,6 +86,45 @@ std::vector<NetworkProbe> runProbe(const std::vector<uint64_t>& hostOf, bool ena
     return okStatus();
   });
   return out;
+}
+
+LinkFigures figures(double latencyUs, double gbps) {
+  LinkFigures f;
+  f.latencyUs = latencyUs;
+  f.gbps = gbps;
+  return f;
+}
+
+// A later job on the same hosts keeps the first job's figures while today's are within 2x of
+// them (so its cost model, and its tuner's grid, are the same), and measures anew past that.
+TEST(LinkProbe, KeptFiguresStandWhileTodaysAreWithinTwiceThem) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("braid_link_" + std::to_string(getpid())))
+          .string();
+  const std::vector<RankPlacement> hosts = onHosts({5, 5, 9, 9});
+  std::string why;
+  LinkFigures used = keptLinkFigures(dir, hosts, figures(20, 1.0), why);
+  EXPECT_EQ(used.latencyUs, 20);
+  EXPECT_EQ(why, "; kept for these hosts");
+
+  used = keptLinkFigures(dir, onHosts({9, 5, 9, 5}), figures(35, 0.6), why);  // same host set
+  EXPECT_EQ(used.latencyUs, 20);
+  EXPECT_EQ(used.gbps, 1.0);
+  EXPECT_NE(why.find("the figures kept for these hosts, 20.0 us and 1.000 GB/s"), std::string::npos)
+      << why;
+
+  used = keptLinkFigures(dir, hosts, figures(25, 0.4), why);  // bandwidth past 2x: measured
+  EXPECT_EQ(used.latencyUs, 25);
+  EXPECT_EQ(used.gbps, 0.4);
+  EXPECT_EQ(why, "; kept for these hosts");
+  EXPECT_EQ(keptLinkFigures(dir, hosts, figures(45, 0.5), why).latencyUs, 25);
+  EXPECT_EQ(keptLinkFigures(dir, hosts, figures(51, 0.5), why).latencyUs, 51);
+
+  // Other hosts have figures of their own; without a folder nothing is kept.
+  EXPECT_EQ(keptLinkFigures(dir, onHosts({5, 7}), figures(60, 0.5), why).latencyUs, 60);
+  EXPECT_EQ(keptLinkFigures("", hosts, figures(80, 0.5), why).latencyUs, 80);
+  EXPECT_EQ(keptLinkFigures(dir, hosts, figures(80, 0.5), why).latencyUs, 51);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LinkProbe, LeadersMeasureAndOthersStayOut) {

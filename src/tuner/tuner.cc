@@ -194,6 +194,9 @@ Tuner::Owners Tuner::cellOwners(const CostModel& model, int nranks, bool staged)
   return owners;
 }
 
+// Bounds the grids a process keeps: a process rarely has more than a few communicator shapes.
+constexpr size_t kProcessGrids = 16;
+
 // Communicators of one process with the same model and limits share one grid: building it
 // simulates thousands of plans. BRAID_ALGO and the tuning file do not enter it.
 struct Tuner::GridCache {
@@ -228,6 +231,16 @@ Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
     std::lock_guard<std::mutex> lock(cache.mutex);
     if (auto it = cache.grids.find(key); it != cache.grids.end()) cached = it->second;
   }
+  gridOrigin_ = cached ? GridOrigin::kProcess : GridOrigin::kCosted;
+  if (!cached && !options_.gridFileDir.empty()) {
+    cached = readGridFile(key);
+    if (cached) {
+      gridOrigin_ = GridOrigin::kFile;
+      std::lock_guard<std::mutex> lock(cache.mutex);
+      if (cache.grids.size() >= kProcessGrids) cache.grids.clear();
+      cache.grids.emplace(key, cached);
+    }
+  }
   const Owners owners = cellOwners(model, nranks, staged);
   if (cached) {
     grid_ = std::shared_ptr<const Grid>(cached, &cached->grid);
@@ -251,9 +264,9 @@ Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
     RETURN_IF_ERROR(
         gatherCells(share, owners, build->grid).withContext("sharing the tuner's grid"));
   }
+  if (options_.writesGridFile && !options_.gridFileDir.empty()) writeGridFile(key, *build);
   std::lock_guard<std::mutex> lock(cache.mutex);
-  // Bound the cache: a process rarely has more than a few distinct communicator shapes.
-  if (cache.grids.size() >= 16) cache.grids.clear();
+  if (cache.grids.size() >= kProcessGrids) cache.grids.clear();
   const std::shared_ptr<const GridBuild>& kept =
       cache.grids.emplace(std::move(key), std::move(build)).first->second;
   grid_ = std::shared_ptr<const Grid>(kept, &kept->grid);
@@ -387,6 +400,14 @@ Status Tuner::costStaged(const CostModel* model, const GridShare& share, const O
   };
 
   const std::vector<int> byChannel = ownersOf(channels.size(), 0);
+  const std::vector<int> byChunk = ownersOf(chunks.size(), units * channels.size());
+  if (model == nullptr && (build.channelRound.size() != byChannel.size() ||
+                           build.chunkRound.size() != byChunk.size())) {
+    return internalError("the kept grid has " + std::to_string(build.channelRound.size()) + " + " +
+                         std::to_string(build.chunkRound.size()) +
+                         " long-size candidates where this communicator costs " +
+                         std::to_string(byChannel.size()) + " + " + std::to_string(byChunk.size()));
+  }
   if (model != nullptr) {
     build.channelRound.assign(byChannel.size(), Cell{});
     for (size_t e = 0; e < byChannel.size(); ++e) {
@@ -404,7 +425,6 @@ Status Tuner::costStaged(const CostModel* model, const GridShare& share, const O
   for (size_t e = 0; e < build.channelRound.size(); ++e) {
     better(best[e / channels.size()], build.channelRound[e]);
   }
-  const std::vector<int> byChunk = ownersOf(chunks.size(), units * channels.size());
   if (model != nullptr) {
     build.chunkRound.assign(byChunk.size(), Cell{});
     for (size_t e = 0; e < byChunk.size(); ++e) {
@@ -428,10 +448,8 @@ Status Tuner::costStaged(const CostModel* model, const GridShare& share, const O
 
 Status Tuner::gatherEntries(const GridShare& share, const std::vector<int>& ownerOf,
                             std::vector<Cell>& entries) {
-  // Each rank sends the entries it owns, 16 little-endian bytes each (time, chunk, channels), in
-  // order, padded to the most entries any rank owns: what a rank receives stays the size of one
-  // grid however many ranks split it.
-  constexpr size_t kCellBytes = 16;
+  // Each rank sends the entries it owns in order, padded to the most entries any rank owns: what
+  // a rank receives stays the size of one grid however many ranks split it.
   const size_t nranks = size_t(share.nranks);
   std::vector<size_t> owned(nranks, 0);
   for (int owner : ownerOf) ++owned[size_t(owner)];
@@ -445,20 +463,26 @@ Status Tuner::gatherEntries(const GridShare& share, const std::vector<int>& owne
   };
   for (size_t e = 0; e < ownerOf.size(); ++e) {
     uint8_t* at = slot(ownerOf[e]);
-    if (ownerOf[e] != share.rank) continue;
-    putLe64(at, std::bit_cast<uint64_t>(entries[e].us));
-    putLe32(at + 8, entries[e].chunkBytes);
-    putLe32(at + 12, static_cast<uint32_t>(entries[e].nchannels));
+    if (ownerOf[e] == share.rank) putCell(at, entries[e]);
   }
   RETURN_IF_ERROR(share.allGather(all.data(), segmentBytes));
   std::fill(owned.begin(), owned.end(), 0);
   for (size_t e = 0; e < ownerOf.size(); ++e) {
     const uint8_t* in = slot(ownerOf[e]);
-    if (ownerOf[e] == share.rank) continue;
-    entries[e] = Cell{std::bit_cast<double>(getLe64(in)), getLe32(in + 8),
-                      static_cast<int>(getLe32(in + 12))};
+    if (ownerOf[e] != share.rank) entries[e] = getCell(in);
   }
   return okStatus();
+}
+
+void Tuner::putCell(uint8_t* out, const Cell& cell) {
+  putLe64(out, std::bit_cast<uint64_t>(cell.us));
+  putLe32(out + 8, cell.chunkBytes);
+  putLe32(out + 12, static_cast<uint32_t>(cell.nchannels));
+}
+
+Tuner::Cell Tuner::getCell(const uint8_t* in) {
+  return Cell{std::bit_cast<double>(getLe64(in)), getLe32(in + 8),
+              static_cast<int>(getLe32(in + 12))};
 }
 
 Status Tuner::gatherCells(const GridShare& share, const Owners& owners, Grid& grid) const {

@@ -7,8 +7,9 @@
 // count - and keeps each algorithm's fastest. That costs thousands of simulated plans
 // (docs/performance-notes.md#building-the-grid), so the ranks of a communicator split the grid's
 // cells between them and gather the rest (GridShare). The grid is shared by the communicators of
-// a process with the same model inputs. A call uses the grid point nearest its size (in log
-// scale).
+// a process with the same model inputs, and kept in a file for later processes with the same
+// inputs and library build (TunerOptions::gridFileDir). A call uses the grid point nearest its
+// size (in log scale).
 // Precedence, highest first:
 //   1. BRAID_ALGO (AlgoOverride semantics): restricts the algorithms a call may use; among them
 //      the measured table's choice if it is one, else the model's fastest;
@@ -60,6 +61,11 @@ struct TunerOptions {
   int nchannels = 0;        ///< BRAID_NCHANNELS, 0: tuned
   std::string algo;         ///< BRAID_ALGO
   std::string tuningFile;   ///< BRAID_TUNING_FILE, for messages
+  /// Where the grid is kept for later processes with the same model, limits and library build
+  /// (the cache folder); "" keeps it in this process only.
+  std::string gridFileDir;
+  /// Whether this rank writes the grid there when it had to cost it (one rank per host does).
+  bool writesGridFile = false;
 
   static TunerOptions fromConfig(const Config& config, int nranks, int maxChannels);
 };
@@ -82,6 +88,13 @@ struct GridShare {
   int rank = 0;
   int nranks = 1;
   std::function<Status(uint8_t* data, size_t bytesPerRank)> allGather;
+};
+
+/// Where a tuner's grid came from.
+enum class GridOrigin : uint8_t {
+  kCosted,   ///< simulated now, the ranks sharing the work
+  kProcess,  ///< an earlier communicator of this process with the same inputs
+  kFile,     ///< the file an earlier process left (TunerOptions::gridFileDir)
 };
 
 /// Chooses algorithm, chunk and channels for every call (see above).
@@ -116,6 +129,9 @@ class Tuner {
   std::string formatTable() const;
   /// A hash of everything the choices depend on; equal on every rank of a communicator.
   uint64_t digest() const;
+  /// Where the grid came from, and a line for the log: the file read or written, or why none was.
+  GridOrigin gridOrigin() const { return gridOrigin_; }
+  const std::string& gridNote() const { return gridNote_; }
 
   /// The grid point a message size uses.
   static int gridIndex(uint64_t bytes);
@@ -157,6 +173,16 @@ class Tuner {
   static GridCache& gridCache();
 
   Status buildGrid(const CostModel& model, const GridShare& share);
+  /// The grid file's key: the process cache's key, the file format and the library build.
+  static std::string gridFileKey(const std::string& key);
+  /// The build kept in gridFileDir for `key`, if one is there and whole (tuner_grid_file.cc).
+  std::shared_ptr<const GridBuild> readGridFile(const std::string& key);
+  /// Keeps `build` there for later processes; gridNote_ says where, or why not.
+  void writeGridFile(const std::string& key, const GridBuild& build);
+  /// A cell as the ranks exchange and the file keeps it: 16 little-endian bytes.
+  static constexpr size_t kCellBytes = 16;
+  static void putCell(uint8_t* out, const Cell& cell);
+  static Cell getCell(const uint8_t* in);
   /// Calls visit(coll, algo, pair) for every usable (collective, algorithm), numbered in order.
   template <typename Visit>
   void forEachPair(Visit&& visit) const;
@@ -197,6 +223,8 @@ class Tuner {
   AlgoOverride override_;
   std::shared_ptr<const Grid> grid_;  ///< shared by the tuners of one process with equal inputs
   std::vector<TuningEntry> table_;    ///< the measured entries for this rank count
+  GridOrigin gridOrigin_ = GridOrigin::kCosted;
+  std::string gridNote_;
 };
 
 }  // namespace braid

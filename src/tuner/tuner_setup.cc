@@ -37,15 +37,17 @@ void applyNetworkProbe(const TunerContext& ctx, const NetworkProbe& probe, HostS
     return;
   }
   const LinkFigures& f = *probe.figures;
-  host.networkLatencyUs = f.latencyUs;
-  host.networkGBps = f.gbps;
+  std::string kept;
+  const LinkFigures used = keptLinkFigures(ctx.calibrationDir, ctx.placements, f, kept);
+  host.networkLatencyUs = used.latencyUs;
+  host.networkGBps = used.gbps;
   BRAID_LOG(*ctx.logger, kInfo, kNet,
             "network link %.1f us, %.3f GB/s measured by the link probe (rank 0 <-> rank %d: half "
             "the median round trip, min %.1f us; %llu bytes streamed in %.2f ms; %s; %.1f ms in "
-            "all) instead of the topology's %.1f us, %.2f GB/s",
+            "all) instead of the topology's %.1f us, %.2f GB/s%s",
             f.latencyUs, f.gbps, f.peer, f.minRoundTripUs,
             static_cast<unsigned long long>(f.streamBytes), f.streamUs / 1e3, probe.note.c_str(),
-            probe.elapsedMs, topoUs, topoGBps);
+            probe.elapsedMs, topoUs, topoGBps, kept.c_str());
 }
 
 Result<ModelConstants> rankZeroConstants(const TunerContext& ctx, const NetworkProbe& probe) {
@@ -126,9 +128,13 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
   share.allGather = [&](uint8_t* data, size_t bytesPerRank) {
     return ctx.bootstrap->allGather(data, bytesPerRank, kCalibrationGraceSeconds);
   };
-  ASSIGN_OR_RETURN(Tuner tuner,
-                   Tuner::create(TunerOptions::fromConfig(config, nranks, ctx.maxChannels), model,
-                                 table ? &*table : nullptr, share));
+  TunerOptions options = TunerOptions::fromConfig(config, nranks, ctx.maxChannels);
+  // The grid goes beside the calibration, written by each host's first rank.
+  options.gridFileDir = ctx.calibrationDir;
+  const uint64_t host = ctx.placements[size_t(ctx.rank)].hostHash;
+  options.writesGridFile = std::none_of(ctx.placements.begin(), ctx.placements.begin() + ctx.rank,
+                                        [&](const RankPlacement& p) { return p.hostHash == host; });
+  ASSIGN_OR_RETURN(Tuner tuner, Tuner::create(options, model, table ? &*table : nullptr, share));
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
@@ -146,8 +152,10 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
     }
   }
   if (ctx.rank == 0) {
-    BRAID_LOG(*ctx.logger, kInfo, kTune, "cost model: %s; table built in %.1f ms",
-              model.describe().c_str(), ms);
+    static constexpr const char* kOrigins[] = {"costed", "from this process", "from a file"};
+    BRAID_LOG(*ctx.logger, kInfo, kTune, "cost model: %s; table built in %.1f ms (grid %s%s%s)",
+              model.describe().c_str(), ms, kOrigins[static_cast<int>(tuner.gridOrigin())],
+              tuner.gridNote().empty() ? "" : ": ", tuner.gridNote().c_str());
     // One log call per line: a log line has a bounded length.
     std::istringstream lines(tuner.formatTable());
     for (std::string line; std::getline(lines, line);) {

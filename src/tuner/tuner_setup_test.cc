@@ -19,6 +19,7 @@
 #include "topology/discover.h"
 #include "topology/locality.h"
 #include "tuner/calibration.h"
+#include "tuner/tuner.h"
 
 namespace braid {
 namespace {
@@ -130,6 +131,38 @@ TEST_F(TunerSetUp, EveryRankBuildsRankZerosTableAndTheCacheIsReadNextTime) {
     }
   }
   EXPECT_TRUE(readTheFile) << "the cached calibration was measured again three times in a row";
+}
+
+// The grid, costed by the ranks together, is kept beside the calibration by the first rank of each
+// host; the next process with the same inputs reads it and costs nothing.
+TEST_F(TunerSetUp, TheNextProcessReadsTheGridTheFirstKept) {
+  Tuner::forgetGrids();
+  const std::string log1 = dir_ + "/first.log";
+  std::vector<Result<uint64_t>> first = run(
+      3, [](int) { return std::string(); }, log1);
+  ASSERT_TRUE(first[0].ok()) << first[0].status().message();
+  EXPECT_NE(read(log1).find("(grid costed: kept in " + dir_ + "/cache/grid-"), std::string::npos)
+      << read(log1);
+  // As in the test above, a calibration measured again makes other constants, and another grid.
+  bool readTheGrid = false;
+  for (int attempt = 0; attempt < 3 && !readTheGrid; ++attempt) {
+    clearProcessCalibrations();
+    Tuner::forgetGrids();
+    const std::string log = dir_ + "/next-" + std::to_string(attempt) + ".log";
+    std::vector<Result<uint64_t>> next = run(
+        3, [](int) { return std::string(); }, log);
+    ASSERT_TRUE(next[0].ok()) << next[0].status().message();
+    const std::string text = read(log);
+    if (text.find("calibration cache file") != std::string::npos) {
+      EXPECT_NE(text.find("(grid from a file: read from " + dir_ + "/cache/grid-"),
+                std::string::npos)
+          << text;
+      EXPECT_EQ(next[0].value(), first[0].value());
+      readTheGrid = true;
+    }
+  }
+  EXPECT_TRUE(readTheGrid) << "the cached calibration was measured again three times in a row";
+  Tuner::forgetGrids();
 }
 
 TEST_F(TunerSetUp, MalformedTuningFileFailsEveryRankNamingTheLine) {

@@ -11,6 +11,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/config.h"
+#include "base/file.h"
 #include "tuner/algo_override.h"
 
 namespace braid {
@@ -202,17 +203,7 @@ std::string TuningTable::format() const {
 }
 
 Status TuningTable::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return errnoError("cannot write " + tmp, errno);
-    out << format();
-    if (!out.flush()) return errnoError("cannot write " + tmp, errno);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return errnoError("cannot rename " + tmp + " to " + path, errno);
-  }
-  return okStatus();
+  return writeFileAtomically(path, format());
 }
 
 }  // namespace braid
