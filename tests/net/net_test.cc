@@ -452,14 +452,32 @@ TunerLog parseTunerLog(const std::string& text) {
 }
 
 /// Inits two ranks on each of hosts 0 and 1 at INFO for NET and TUNE, logging to files in dir;
-/// returns rank 0's log (the one holding the tuner table), or an error text in `why`.
-TunerLog initAndReadTunerLog(const VirtualHosts& v, const std::string& dir, std::string* why) {
+/// returns rank 0's log (the one holding the tuner table), or an error text in `why`. The ranks'
+/// cache folder is `cache`, without link figures kept from an earlier run: the tuner follows
+/// what this run's probe measures.
+TunerLog initAndReadTunerLog(const VirtualHosts& v, const std::string& dir,
+                             const std::string& cache, std::string* why) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(cache + "/braid", ec)) {
+    if (entry.path().filename().string().rfind("link-", 0) == 0) {
+      std::filesystem::remove(entry.path(), ec);
+    }
+  }
+  // The forked ranks inherit it (this process has no other thread to race with).
+  const char* before = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
   auto outcomes = runOnHosts(v, {0, 0, 1, 1},
                              {"BRAID_TIMEOUT=60", "BRAID_DEBUG=INFO", "BRAID_DEBUG_SUBSYS=NET,TUNE",
                               "BRAID_DEBUG_FILE=" + dir + "/rank.%p.log"},
                              [](int, int, braidComm_t) { return std::string(); });
+  if (before != nullptr) {
+    ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_CACHE_HOME");
+  }
   *why = failures(outcomes);
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path());
@@ -476,13 +494,13 @@ TEST(NetSlowLink, LinkProbeFollowsTheShapingAndTheTunerFollowsTheProbe) {
   const std::string dir = "/tmp/braid-net-probe-" + std::to_string(::getpid());
   v->unshape(1);
   std::string why;
-  const TunerLog plain = initAndReadTunerLog(*v, dir + "/plain", &why);
+  const TunerLog plain = initAndReadTunerLog(*v, dir + "/plain", dir + "/cache", &why);
   ASSERT_EQ(why, "");
   ASSERT_FALSE(plain.probeLine.empty()) << plain.text;
 
   Result<std::string> qdisc = v->shape(1, "400mbit", 2);
   ASSERT_TRUE(qdisc.ok()) << qdisc.status().message();
-  const TunerLog slow = initAndReadTunerLog(*v, dir + "/shaped", &why);
+  const TunerLog slow = initAndReadTunerLog(*v, dir + "/shaped", dir + "/cache", &why);
   v->unshape(1);
   std::filesystem::remove_all(dir);
   ASSERT_EQ(why, "");
