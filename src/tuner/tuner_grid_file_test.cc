@@ -1,3 +1,6 @@
+// The grid kept between processes: written by the rank that is told to, read by a later tuner with
+// the same inputs and build, costed anew for other inputs or a damaged file, and agreed on by
+// ranks that split the grid with and without the file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,31 +11,14 @@
 #include "base/file.h"
 #include "tuner/thread_gather.h"
 #include "tuner/tuner.h"
+#include "tuner/tuner_test_constants.h"
 
 namespace braid {
 namespace {
 
 namespace fs = std::filesystem;
 
-ModelConstants constants(double hopUs = 0.3) {
-  ModelConstants m;
-  Calibration& c = m.calibration;
-  c.stepUs = 0.02;
-  c.hopUs = hopUs;
-  c.crowdedHopUs = 4.0;
-  c.copyCacheGBps = 15;
-  c.copyDramGBps = 9;
-  c.reduceCacheGBps = 12;
-  c.reduceDramGBps = 8;
-  c.transferGBps = 25;
-  c.cacheMiB = 32;
-  c.cpus = 2;
-  m.host.cores = 2;
-  m.host.llcBytes = 32ull << 20;
-  return m;
-}
-
-CostModel model(const ModelConstants& c = constants()) {
+CostModel model(const ModelConstants& c = tunerTestConstants()) {
   std::vector<RankPlacement> p(4);
   for (RankPlacement& x : p) x.hostHash = 7;
   return CostModel::create(c, p, {}, 4).value();
@@ -112,7 +98,7 @@ TEST_F(GridFile, OtherLimitsOrConstantsAreCostedAnew) {
   TunerOptions fewerChannels = options(true);
   fewerChannels.maxChannels = 2;
   EXPECT_EQ(fresh(fewerChannels).gridOrigin(), GridOrigin::kCosted);
-  EXPECT_EQ(fresh(options(true), model(constants(0.6))).gridOrigin(), GridOrigin::kCosted);
+  EXPECT_EQ(fresh(options(true), model(tunerTestConstants(0.6))).gridOrigin(), GridOrigin::kCosted);
   EXPECT_EQ(gridFiles().size(), 3u);
   EXPECT_EQ(fresh(fewerChannels).gridOrigin(), GridOrigin::kFile);
 }

@@ -6,31 +6,14 @@
 
 #include "algorithms/algorithms.h"
 #include "tuner/thread_gather.h"
+#include "tuner/tuner_test_constants.h"
 
 namespace braid {
 namespace {
 
 constexpr int kRanks = 4;
 
-ModelConstants constants() {
-  ModelConstants m;
-  Calibration& c = m.calibration;
-  c.stepUs = 0.02;
-  c.hopUs = 0.3;
-  c.crowdedHopUs = 4.0;
-  c.copyCacheGBps = 15;
-  c.copyDramGBps = 9;
-  c.reduceCacheGBps = 12;
-  c.reduceDramGBps = 8;
-  c.transferGBps = 25;
-  c.cacheMiB = 32;
-  c.cpus = 2;
-  m.host.cores = 2;
-  m.host.llcBytes = 32ull << 20;
-  return m;
-}
-
-CostModel model(int n = kRanks, const ModelConstants& c = constants()) {
+CostModel model(int n = kRanks, const ModelConstants& c = tunerTestConstants()) {
   std::vector<RankPlacement> p(static_cast<size_t>(n));
   for (RankPlacement& x : p) x.hostHash = 7;
   Result<CostModel> m = CostModel::create(c, p, {}, 4);
@@ -49,7 +32,7 @@ TunerOptions options() {
 }
 
 Tuner tuner(const TunerOptions& o, const TuningTable* table = nullptr,
-            const ModelConstants& c = constants()) {
+            const ModelConstants& c = tunerTestConstants()) {
   Result<Tuner> t = Tuner::create(o, model(o.nranks, c), table);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return t.ok() ? std::move(t).value() : Tuner();
@@ -58,7 +41,7 @@ Tuner tuner(const TunerOptions& o, const TuningTable* table = nullptr,
 /// A tuner of kRanks ranks whose hand-offs are so slow that the model rates one-hop plans
 /// (direct) fastest at every size.
 Tuner slowHopTuner() {
-  ModelConstants slowHops = constants();
+  ModelConstants slowHops = tunerTestConstants();
   slowHops.calibration.hopUs = 200;
   slowHops.calibration.crowdedHopUs = 400;
   return tuner(options(), nullptr, slowHops);
@@ -140,7 +123,7 @@ TEST(Tuner, EveryChannelOfAModelChoiceCarriesAtLeast32KiB) {
 
 TEST(Tuner, CallsAbove128KiBGetNoSmallerChunk) {
   // A core cache of 64 KiB: only 32 KiB chunks stay in it, so the model favours them at any size.
-  ModelConstants smallCache = constants();
+  ModelConstants smallCache = tunerTestConstants();
   smallCache.host.coreCacheBytes = 64 << 10;
   for (int n : {2, 3, 4}) {
     const CostModel m = model(n, smallCache);
@@ -202,7 +185,7 @@ TEST(Tuner, SmallAllToAllAcrossHostsGoesToBruck) {
   constexpr int n = 16;
   std::vector<RankPlacement> p(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) p[size_t(r)].hostHash = 100 + uint64_t(r / 8);
-  ModelConstants c = constants();
+  ModelConstants c = tunerTestConstants();
   c.host.networkLatencyUs = 5;
   c.host.networkGBps = 12.5;
   Result<CostModel> twoHosts = CostModel::create(c, p, {}, 4);
