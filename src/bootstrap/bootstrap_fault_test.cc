@@ -427,19 +427,25 @@ std::vector<Status> runOwned(int n,
   return out;
 }
 
+/// A barrier after which rank `leaving` may leave: it waits until every other rank says it is
+/// past the barrier, since a rank still finishing it when `leaving` went would fail there, not in
+/// the collective a test is about.
+Status leaveAfterTheBarrier(Bootstrap& b, int r, int leaving, int nranks) {
+  RETURN_IF_ERROR(b.barrier());
+  int token = r;
+  if (r != leaving) return b.send(leaving, 7, &token, sizeof(token));
+  for (int peer = 0; peer < nranks; ++peer) {
+    if (peer != leaving) RETURN_IF_ERROR(b.recv(peer, 7, &token, sizeof(token)));
+  }
+  return okStatus();
+}
+
 TEST(BootstrapFault, PeerThatLeavesIsARemoteErrorNotAHang) {
   // Ring: rank 2 leaves; ranks 0 and 1 fail in their allGather with remoteError (the failure
   // travels around the ring), long before their 20 s timeout.
   std::vector<Status> out = runOwned(3, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
-    RETURN_IF_ERROR(b->barrier());
-    // Rank 2 leaves once ranks 0 and 1 are past the barrier: a rank still finishing it when rank 2
-    // left would fail there, not in the all-gather this case is about.
-    int token = r;
-    if (r == 2) {
-      for (int peer : {0, 1}) RETURN_IF_ERROR(b->recv(peer, 7, &token, sizeof(token)));
-      return okStatus();  // destroyed on return
-    }
-    RETURN_IF_ERROR(b->send(2, 7, &token, sizeof(token)));
+    RETURN_IF_ERROR(leaveAfterTheBarrier(*b, r, 2, 3));
+    if (r == 2) return okStatus();  // destroyed on return
     int v[3] = {};
     Status s = b->allGather(v, sizeof(int));
     EXPECT_EQ(s.code(), braidRemoteError) << s.message();
@@ -474,8 +480,8 @@ TEST(BootstrapFault, EveryRankNamesWhereTheRingBroke) {
   // Rank 2 leaves; whichever neighbour notices first, the failure that goes round the ring (both
   // ways) names rank 2 on every rank.
   std::vector<Status> out = runOwned(4, [](int r, std::unique_ptr<Bootstrap> b) -> Status {
-    RETURN_IF_ERROR(b->barrier());
-    if (r == 2) return okStatus();
+    RETURN_IF_ERROR(leaveAfterTheBarrier(*b, r, 2, 4));
+    if (r == 2) return okStatus();  // destroyed on return
     int v[4] = {};
     const Status s = b->allGather(v, sizeof(int));
     EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
@@ -512,7 +518,7 @@ TEST(BootstrapFault, DisseminationFailsEveryRankNamingTheOneThatLeft) {
   for (int gone : {0, 5, 11}) {
     std::vector<Status> out =
         runOwned(kRanks, [gone](int r, std::unique_ptr<Bootstrap> b) -> Status {
-          RETURN_IF_ERROR(b->barrier());
+          RETURN_IF_ERROR(leaveAfterTheBarrier(*b, r, gone, kRanks));
           if (r == gone) return okStatus();  // destroyed on return
           int v[kRanks] = {};
           v[r] = r;
