@@ -5,7 +5,7 @@
 // process dies mid-collective, braidCommInitFromEnv across hosts, braid-perf under Open MPI's
 // mpirun across hosts, a shaped slow link whose measurements are printed (never asserted), and the
 // link probe at init: its figures follow the shaping of the link and the tuner's choices follow
-// its figures.
+// its figures; and the tuner's grid kept by one job and read by the next.
 // Skipped when not root or when `ip netns` does not work.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -456,7 +456,8 @@ TunerLog parseTunerLog(const std::string& text) {
 /// cache folder is `cache`, without link figures kept from an earlier run: the tuner follows
 /// what this run's probe measures.
 TunerLog initAndReadTunerLog(const VirtualHosts& v, const std::string& dir,
-                             const std::string& cache, std::string* why) {
+                             const std::string& cache, std::string* why,
+                             const std::vector<std::string>& extra = {}) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::error_code ec;
@@ -469,10 +470,12 @@ TunerLog initAndReadTunerLog(const VirtualHosts& v, const std::string& dir,
   const char* before = std::getenv("XDG_CACHE_HOME");
   const std::string saved = before != nullptr ? before : "";
   ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
-  auto outcomes = runOnHosts(v, {0, 0, 1, 1},
-                             {"BRAID_TIMEOUT=60", "BRAID_DEBUG=INFO", "BRAID_DEBUG_SUBSYS=NET,TUNE",
-                              "BRAID_DEBUG_FILE=" + dir + "/rank.%p.log"},
-                             [](int, int, braidComm_t) { return std::string(); });
+  std::vector<std::string> settings = {"BRAID_TIMEOUT=60", "BRAID_DEBUG=INFO",
+                                       "BRAID_DEBUG_SUBSYS=NET,TUNE",
+                                       "BRAID_DEBUG_FILE=" + dir + "/rank.%p.log"};
+  settings.insert(settings.end(), extra.begin(), extra.end());
+  auto outcomes =
+      runOnHosts(v, {0, 0, 1, 1}, settings, [](int, int, braidComm_t) { return std::string(); });
   if (before != nullptr) {
     ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
   } else {
@@ -533,6 +536,42 @@ TEST(NetSlowLink, LinkProbeFollowsTheShapingAndTheTunerFollowsTheProbe) {
             << " 400mbit, 2 ms): " << slow.latencyUs << " us, " << slow.gbps << " GB/s, probe "
             << slow.probeMs << " ms\nchoices that changed:\n"
             << changed;
+}
+
+// The grid the ranks of two hosts costed is kept by each host's first rank; the next job on those
+// hosts, with the same model inputs (the probe off, so the network's figures repeat), reads it.
+TEST(NetSlowLink, TheNextJobReadsTheTunersGrid) {
+  REQUIRE_HOSTS(v);
+  v->unshape(1);
+  const std::string dir = "/tmp/braid-net-grid-" + std::to_string(::getpid());
+  const std::string cache = dir + "/cache";
+  std::string why;
+  const TunerLog first =
+      initAndReadTunerLog(*v, dir + "/first", cache, &why, {"BRAID_NET_PROBE=0"});
+  ASSERT_EQ(why, "");
+  ASSERT_FALSE(first.choices.empty()) << first.text;
+  EXPECT_NE(first.text.find("(grid costed: kept in " + cache + "/braid/grid-"), std::string::npos)
+      << first.text;
+  // A calibration measured again (its file taken in a disturbed moment) makes other constants and
+  // so another grid, kept in turn; the job after reads that one.
+  std::map<std::pair<std::string, uint64_t>, std::string> kept = first.choices;
+  bool read = false;
+  for (int attempt = 0; attempt < 3 && !read; ++attempt) {
+    const TunerLog next =
+        initAndReadTunerLog(*v, dir + "/next", cache, &why, {"BRAID_NET_PROBE=0"});
+    ASSERT_EQ(why, "");
+    if (next.text.find("calibration cache file") == std::string::npos) {
+      kept = next.choices;
+      continue;
+    }
+    EXPECT_NE(next.text.find("(grid from a file: read from " + cache + "/braid/grid-"),
+              std::string::npos)
+        << next.text;
+    EXPECT_EQ(next.choices, kept);
+    read = true;
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(read) << "the calibration was measured again three times in a row";
 }
 
 }  // namespace
