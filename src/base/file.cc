@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/hash.h"
 #include "base/little_endian.h"
 
 namespace braid {
@@ -21,12 +22,6 @@ namespace {
 // the key, the payload.
 constexpr char kKeyedMagic[8] = {'b', 'r', 'a', 'i', 'd', 'k', 'f', '1'};
 constexpr size_t kKeyedHeaderBytes = sizeof(kKeyedMagic) + 16;
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 }  // namespace
 

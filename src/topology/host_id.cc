@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "base/hash.h"
+
 namespace braid {
 
 std::string hostIdentity(const std::string& override) {
@@ -17,14 +19,7 @@ std::string hostIdentity(const std::string& override) {
   return std::string(host) + "/" + bootId;
 }
 
-uint64_t hostHash(const std::string& identity) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : identity) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t hostHash(const std::string& identity) { return fnv1a(identity); }
 
 uint64_t pidNamespaceId() {
   struct stat st {};

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "base/hash.h"
 #include "topology/discover_internal.h"
 
 extern char** environ;
@@ -33,15 +34,14 @@ std::string sortedNames(const std::filesystem::path& dir) {
 }
 
 void mix(uint64_t& h, const std::string& part) {
-  for (unsigned char c : part) h = (h ^ c) * 1099511628211ull;
-  h = (h ^ 0xff) * 1099511628211ull;  // parts "ab","c" and "a","bc" differ
+  h = fnv1a("\xff", fnv1a(part, h));  // parts "ab","c" and "a","bc" differ
 }
 
 }  // namespace
 
 std::string topologyCacheKey(const std::string& sysfsRoot, const std::string& discovery) {
   const std::filesystem::path sys(sysfsRoot);
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aOffset;
   mix(h, "braid-topology-1");
   mix(h, fileText("/proc/sys/kernel/random/boot_id"));
   mix(h, sysfsRoot);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/file.h"
+#include "base/hash.h"
 #include "tuner/calibration_probe.h"
 
 namespace braid {
@@ -184,12 +185,6 @@ std::string binaryPath() {
     return info.dli_fname;
   }
   return "unknown";
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "base/file.h"
+#include "base/hash.h"
 #include "base/little_endian.h"
 #include "tuner/calibration.h"
 #include "tuner/tuner.h"
@@ -18,12 +19,6 @@ constexpr uint64_t kGridFileFormat = 1;
 // Grid files a cache folder keeps: one per communicator shape, 10-100 KB each.
 constexpr int kGridFilesKept = 64;
 constexpr const char* kGridFilePrefix = "grid";
-
-uint64_t fnv1a(const uint8_t* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ data[i]) * 1099511628211ull;
-  return h;
-}
 
 }  // namespace
 
@@ -59,7 +54,7 @@ void Tuner::writeGridFile(const std::string& key, const GridBuild& build) {
     }
   }
   const auto* begin = reinterpret_cast<const uint8_t*>(payload.data());
-  putLe64(at, fnv1a(begin, size_t(at - begin)));
+  putLe64(at, fnv1a(std::string_view(payload.data(), size_t(at - begin))));
   const std::string fileKey = gridFileKey(key);
   const Status saved =
       saveKeyedFile(options_.gridFileDir, kGridFilePrefix, fileKey, payload, kGridFilesKept);
@@ -76,7 +71,7 @@ std::shared_ptr<const Tuner::GridBuild> Tuner::readGridFile(const std::string& k
   const uint8_t* end = begin + payload->size();
   const size_t gridBytes = kCellBytes * (sizeof(Grid) / sizeof(Cell));
   if (payload->size() < gridBytes + 8 * 3 ||
-      getLe64(end - 8) != fnv1a(begin, payload->size() - 8)) {
+      getLe64(end - 8) != fnv1a(std::string_view(*payload).substr(0, payload->size() - 8))) {
     return nullptr;
   }
   auto build = std::make_shared<GridBuild>();
