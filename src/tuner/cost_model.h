@@ -78,6 +78,8 @@ class CostModel {
   int nranks() const { return machine_.nranks; }
   /// The hosts the ranks span.
   int hosts() const { return static_cast<int>(ranksOnHost_.size()); }
+  /// The most ranks per core of any host.
+  double crowding() const;
   /// Predicted microseconds of one call of `coll` moving `bytes` per rank (as the API counts
   /// them: count * element size), root 0 for rooted collectives. Send and receive are not
   /// modelled.
@@ -138,8 +140,6 @@ class CostModel {
   /// core's own cache holds.
   double inCoreShare(uint64_t bytes, uint32_t chunkBytes, int nchannels) const;
   SimMachine machineWith(BufferTiers tiers, double inCore) const;
-  /// The most ranks per core of any host.
-  double crowding() const;
   /// The share of the crowded switch factor a short all-reduce pays: none while the buffers and
   /// slots of the ranks sharing a core stay well inside its cache, all once they fill half.
   double switchShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const;

@@ -242,22 +242,23 @@ Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
     }
   }
   const Owners owners = cellOwners(model, nranks, staged);
+  const bool ranksHaveCores = model.crowding() <= 1;
   if (cached) {
     grid_ = std::shared_ptr<const Grid>(cached, &cached->grid);
     if (nranks == 1) return okStatus();
     // The other ranks still wait for this one's share; what comes back is this grid again.
     auto scratch = std::make_unique<GridBuild>(*cached);
     if (staged) {
-      RETURN_IF_ERROR(
-          costStaged(nullptr, share, owners, *scratch).withContext("sharing the tuner's grid"));
+      RETURN_IF_ERROR(costStaged(nullptr, share, owners, ranksHaveCores, *scratch)
+                          .withContext("sharing the tuner's grid"));
     }
     return gatherCells(share, owners, scratch->grid).withContext("sharing the tuner's grid");
   }
   auto build = std::make_shared<GridBuild>();
   costCells(model, owners, share.rank, build->grid);
   if (staged) {
-    RETURN_IF_ERROR(
-        costStaged(&model, share, owners, *build).withContext("sharing the tuner's grid"));
+    RETURN_IF_ERROR(costStaged(&model, share, owners, ranksHaveCores, *build)
+                        .withContext("sharing the tuner's grid"));
   }
   releaseSimulationTables();
   if (nranks > 1) {
@@ -353,7 +354,7 @@ void Tuner::costCells(const CostModel& model, const Owners& owners, int rank, Gr
 }
 
 Status Tuner::costStaged(const CostModel* model, const GridShare& share, const Owners& owners,
-                         GridBuild& build) const {
+                         bool ranksHaveCores, GridBuild& build) const {
   const std::vector<uint32_t> chunks = chunkCandidates();
   const std::vector<int> channels = channelCandidates();
   struct LongCell {
@@ -399,8 +400,15 @@ Status Tuner::costStaged(const CostModel* model, const GridShare& share, const O
     if (c.us >= 0 && (best.us < 0 || c.us < best.us)) best = c;
   };
 
+  // Where every rank has a core and there are enough ranks, the chunks are costed at every
+  // channel count in the same round as the channel counts, each candidate on a rank of its own:
+  // init then waits for one candidate rather than two in turn (a few of which take seconds at
+  // 1000 ranks), and the choice below is the same. Crowded ranks would only add CPU.
+  const size_t speculative = units * channels.size() * (1 + chunks.size());
+  const bool oneRound = ranksHaveCores && nranks >= speculative;
   const std::vector<int> byChannel = ownersOf(channels.size(), 0);
-  const std::vector<int> byChunk = ownersOf(chunks.size(), units * channels.size());
+  const std::vector<int> byChunk =
+      ownersOf(chunks.size() * (oneRound ? channels.size() : 1), units * channels.size());
   if (model == nullptr && (build.channelRound.size() != byChannel.size() ||
                            build.chunkRound.size() != byChunk.size())) {
     return internalError("the kept grid has " + std::to_string(build.channelRound.size()) + " + " +
@@ -408,36 +416,77 @@ Status Tuner::costStaged(const CostModel* model, const GridShare& share, const O
                          " long-size candidates where this communicator costs " +
                          std::to_string(byChannel.size()) + " + " + std::to_string(byChunk.size()));
   }
+  auto channelWorthCosting = [&](const LongCell& c, int ch) {
+    return ch == channels.front() || (uint64_t{1} << c.k) >= uint64_t(ch) * kMinChannelBytes;
+  };
+  // chunkRound's entry of chunk `chunk` at channel candidate `ch` (oneRound), or at the best.
+  auto chunkEntry = [&](size_t cell, size_t ch, size_t chunk) {
+    return (oneRound ? cell * channels.size() + ch : cell) * chunks.size() + chunk;
+  };
   if (model != nullptr) {
     build.channelRound.assign(byChannel.size(), Cell{});
     for (size_t e = 0; e < byChannel.size(); ++e) {
       const LongCell& c = cells[e / channels.size()];
       const int ch = channels[e % channels.size()];
-      if (byChannel[e] != share.rank) continue;
-      if (ch == channels.front() || (uint64_t{1} << c.k) >= uint64_t(ch) * kMinChannelBytes) {
+      if (byChannel[e] == share.rank && channelWorthCosting(c, ch)) {
         build.channelRound[e] = price(c, c.middle, ch);
       }
     }
   }
-  if (share.nranks > 1) RETURN_IF_ERROR(gatherEntries(share, byChannel, build.channelRound));
+  if (oneRound) {
+    if (model != nullptr) {
+      build.chunkRound.assign(byChunk.size(), Cell{});
+      for (size_t cell = 0; cell < cells.size(); ++cell) {
+        for (size_t ch = 0; ch < channels.size(); ++ch) {
+          if (!channelWorthCosting(cells[cell], channels[ch])) continue;
+          for (size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+            const size_t e = chunkEntry(cell, ch, chunk);
+            if (byChunk[e] != share.rank || chunk == cells[cell].middle) continue;
+            build.chunkRound[e] = price(cells[cell], chunk, channels[ch]);
+          }
+        }
+      }
+    }
+    if (share.nranks > 1) {
+      std::vector<int> ownerOf = byChannel;
+      ownerOf.insert(ownerOf.end(), byChunk.begin(), byChunk.end());
+      std::vector<Cell> entries = build.channelRound;
+      entries.insert(entries.end(), build.chunkRound.begin(), build.chunkRound.end());
+      RETURN_IF_ERROR(gatherEntries(share, ownerOf, entries));
+      std::copy(entries.begin(), entries.begin() + long(byChannel.size()),
+                build.channelRound.begin());
+      std::copy(entries.begin() + long(byChannel.size()), entries.end(), build.chunkRound.begin());
+    }
+  } else if (share.nranks > 1) {
+    RETURN_IF_ERROR(gatherEntries(share, byChannel, build.channelRound));
+  }
 
   std::vector<Cell> best(cells.size());
   for (size_t e = 0; e < build.channelRound.size(); ++e) {
     better(best[e / channels.size()], build.channelRound[e]);
   }
-  if (model != nullptr) {
-    build.chunkRound.assign(byChunk.size(), Cell{});
-    for (size_t e = 0; e < byChunk.size(); ++e) {
-      const size_t cell = e / chunks.size(), chunk = e % chunks.size();
-      if (byChunk[e] != share.rank || chunk == cells[cell].middle) continue;
-      const int ch = best[cell].us < 0 ? channels.front() : best[cell].nchannels;
-      build.chunkRound[e] = price(cells[cell], chunk, ch);
+  // The channel candidate each cell's other chunks are costed at.
+  auto bestChannel = [&](size_t cell) {
+    const int ch = best[cell].us < 0 ? channels.front() : best[cell].nchannels;
+    return size_t(std::find(channels.begin(), channels.end(), ch) - channels.begin());
+  };
+  if (!oneRound) {
+    if (model != nullptr) {
+      build.chunkRound.assign(byChunk.size(), Cell{});
+      for (size_t e = 0; e < byChunk.size(); ++e) {
+        const size_t cell = e / chunks.size(), chunk = e % chunks.size();
+        if (byChunk[e] != share.rank || chunk == cells[cell].middle) continue;
+        build.chunkRound[e] = price(cells[cell], chunk, channels[bestChannel(cell)]);
+      }
     }
+    if (share.nranks > 1) RETURN_IF_ERROR(gatherEntries(share, byChunk, build.chunkRound));
   }
-  if (share.nranks > 1) RETURN_IF_ERROR(gatherEntries(share, byChunk, build.chunkRound));
 
-  for (size_t e = 0; e < build.chunkRound.size(); ++e) {
-    better(best[e / chunks.size()], build.chunkRound[e]);
+  for (size_t cell = 0; cell < cells.size(); ++cell) {
+    const size_t ch = bestChannel(cell);
+    for (size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+      better(best[cell], build.chunkRound[chunkEntry(cell, ch, chunk)]);
+    }
   }
   for (size_t i = 0; i < cells.size(); ++i) {
     build.grid[static_cast<int>(cells[i].coll)][cells[i].k][static_cast<int>(cells[i].algo)] =

@@ -163,7 +163,7 @@ class Tuner {
   struct GridBuild {
     Grid grid;
     std::vector<Cell> channelRound;  ///< by long cell, then channel candidate
-    std::vector<Cell> chunkRound;    ///< by long cell, then chunk candidate
+    std::vector<Cell> chunkRound;    ///< by long cell, (in one round) channel, then chunk
   };
   /// cellOwners' owner of a long cell that costStaged costs.
   static constexpr int kStaged = -1;
@@ -203,10 +203,12 @@ class Tuner {
   /// Costs the kStaged cells in two rounds, each gathered: every channel count at the middle chunk
   /// (one share per pair and channel count), then every other chunk at the best of those (one
   /// share per pair and chunk). The same candidates as costCells tries, in the same order, so the
-  /// same cells; but a pair's long sizes no longer wait on one rank. model == nullptr: this rank's
-  /// grid is cached, and `build` holds every candidate already.
+  /// same cells; but a pair's long sizes no longer wait on one rank. With ranksHaveCores and a rank
+  /// for every share, one round: every chunk at every channel count beside the channel counts,
+  /// the same cells chosen from them. model == nullptr: this rank's grid is cached, and `build`
+  /// holds every candidate already.
   Status costStaged(const CostModel* model, const GridShare& share, const Owners& owners,
-                    GridBuild& build) const;
+                    bool ranksHaveCores, GridBuild& build) const;
   /// Sends the entries this rank owns (ownerOf) to the others and fills in theirs.
   static Status gatherEntries(const GridShare& share, const std::vector<int>& ownerOf,
                               std::vector<Cell>& entries);

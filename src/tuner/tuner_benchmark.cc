@@ -9,6 +9,7 @@
 // BM_TunerShareHostsOf8/<nranks>: BM_TunerShare over hosts of 8 ranks (hierarchical algorithms,
 //   network links).
 // BM_TunerShareHostsOf16/<nranks>: the same over hosts of 16 (braid-scale-init's 256 ranks).
+// BM_TunerShareOwnCores/<nranks>: hosts of 8 ranks with a core each.
 // BM_Predict/<log2 bytes>: one all-reduce ring prediction of 4 ranks, 128 KiB chunks, 2 channels.
 //   braid_benchmarks --benchmark_filter='BM_TunerCreate|BM_Predict'
 #include <benchmark/benchmark.h>
@@ -51,13 +52,16 @@ ModelConstants vmConstants(double salt) {
   return m;
 }
 
-/// perHost > 0: hosts of perHost ranks each, in rank order (else one host).
-CostModel oneHostModel(int nranks, double salt, int perHost = 0) {
+/// perHost > 0: hosts of perHost ranks each, in rank order (else one host); ownCores: each host
+/// has a core per rank (else the VM's two).
+CostModel oneHostModel(int nranks, double salt, int perHost = 0, bool ownCores = false) {
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
   for (size_t r = 0; r < placements.size(); ++r) {
     placements[r].hostHash = perHost > 0 ? 7 + r / size_t(perHost) : 7;
   }
-  return CostModel::create(vmConstants(salt), placements, {}, 4).value();
+  ModelConstants constants = vmConstants(salt);
+  if (ownCores) constants.host.cores = perHost > 0 ? perHost : nranks;
+  return CostModel::create(constants, placements, {}, 4).value();
 }
 
 /// A communicator's limits by default: 4 channels, 4 slots of 512 KiB.
@@ -85,7 +89,7 @@ void BM_TunerCreate(benchmark::State& state) {
 }
 BENCHMARK(BM_TunerCreate)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMillisecond);
 
-void tunerShare(benchmark::State& state, int perHost) {
+void tunerShare(benchmark::State& state, int perHost, bool ownCores = false) {
   const int nranks = static_cast<int>(state.range(0));
   const TunerOptions options = defaultOptions(nranks);
   double salt = 1e6;
@@ -94,7 +98,9 @@ void tunerShare(benchmark::State& state, int perHost) {
   for (auto _ : state) {
     // Every rank a thread with its own model and memo, gathering with the others as ranks do.
     std::vector<CostModel> models;
-    for (int r = 0; r < nranks; ++r) models.push_back(oneHostModel(nranks, ++salt, perHost));
+    for (int r = 0; r < nranks; ++r) {
+      models.push_back(oneHostModel(nranks, ++salt, perHost, ownCores));
+    }
     ThreadGather gather(nranks);
     std::vector<double> cpu(static_cast<size_t>(nranks));
     std::vector<std::thread> threads;
@@ -135,6 +141,10 @@ BENCHMARK(BM_TunerShareHostsOf8)
     ->Arg(1000)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
+
+// Hosts of 8 cores for their 8 ranks, as on GPU servers: the staged long sizes take one round.
+void BM_TunerShareOwnCores(benchmark::State& state) { tunerShare(state, 8, true); }
+BENCHMARK(BM_TunerShareOwnCores)->Arg(256)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Hosts of 16: each simulation follows twice the plans of hosts of 8.
 void BM_TunerShareHostsOf16(benchmark::State& state) { tunerShare(state, 16); }

@@ -401,32 +401,46 @@ TEST(Tuner, CellOwnersAreRanksAndAPairsLongSizesShareOne) {
 }
 
 // Split between a few ranks, or between more ranks than the grid has cells (most own none); from
-// 32 ranks on the long sizes take two rounds of their own, and the grid is still the same.
+// 32 ranks on the long sizes take two rounds of their own, or one where every rank has a core and
+// there are ranks for every candidate, and the grid is still the same.
 TEST(Tuner, RanksThatSplitTheGridBuildTheOneARankBuildsAlone) {
-  Tuner::forgetGrids();
-  const Tuner alone = tuner(options());
-  for (int sharers : {kRanks, 40, 300}) {
+  ModelConstants ownCores = tunerTestConstants();
+  ownCores.host.cores = kRanks;
+  for (const ModelConstants& constants : {tunerTestConstants(), ownCores}) {
+    const bool crowded = constants.host.cores < kRanks;
     Tuner::forgetGrids();
-    ThreadGather gather(sharers);
-    std::vector<Tuner> split(static_cast<size_t>(sharers));
-    std::vector<std::string> errors(static_cast<size_t>(sharers));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < sharers; ++r) {
-      threads.emplace_back([&, r] {
-        Result<Tuner> t = Tuner::create(options(), model(), nullptr, gather.share(r));
-        if (t.ok()) {
-          split[size_t(r)] = std::move(t).value();
-        } else {
-          errors[size_t(r)] = t.status().message();
-        }
-      });
+    const Tuner alone = tuner(options(), nullptr, constants);
+    std::vector<size_t> gathers;
+    for (int sharers : {kRanks, 40, 300}) {
+      Tuner::forgetGrids();
+      ThreadGather gather(sharers);
+      std::vector<Tuner> split(static_cast<size_t>(sharers));
+      std::vector<std::string> errors(static_cast<size_t>(sharers));
+      std::vector<std::thread> threads;
+      for (int r = 0; r < sharers; ++r) {
+        threads.emplace_back([&, r] {
+          Result<Tuner> t =
+              Tuner::create(options(), model(kRanks, constants), nullptr, gather.share(r));
+          if (t.ok()) {
+            split[size_t(r)] = std::move(t).value();
+          } else {
+            errors[size_t(r)] = t.status().message();
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      const std::string what = std::to_string(sharers) + " sharers" + (crowded ? ", crowded" : "");
+      for (int r = 0; r < sharers; ++r) {
+        ASSERT_EQ(errors[size_t(r)], "") << what << ", rank " << r;
+        EXPECT_EQ(split[size_t(r)].digest(), alone.digest()) << what << ", rank " << r;
+        EXPECT_EQ(split[size_t(r)].formatTable(), alone.formatTable()) << what << ", rank " << r;
+      }
+      gathers.push_back(gather.cpuSeconds()[0].size());
     }
-    for (std::thread& t : threads) t.join();
-    for (int r = 0; r < sharers; ++r) {
-      ASSERT_EQ(errors[size_t(r)], "") << sharers << " sharers, rank " << r;
-      EXPECT_EQ(split[size_t(r)].digest(), alone.digest()) << sharers << " sharers, rank " << r;
-      EXPECT_EQ(split[size_t(r)].formatTable(), alone.formatTable()) << "rank " << r;
-    }
+    // Cells alone below 32 sharers; then the two staged rounds, or one where ranks have cores.
+    EXPECT_EQ(gathers[0], 1u);
+    EXPECT_EQ(gathers[1], 3u);
+    EXPECT_EQ(gathers[2], crowded ? 3u : 2u);
   }
   Tuner::forgetGrids();
 }
