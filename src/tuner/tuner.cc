@@ -109,25 +109,23 @@ TunerOptions TunerOptions::fromConfig(const Config& config, int nranks, int maxC
   return o;
 }
 
-Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
-                            const TuningTable* table, const GridShare& share) {
+Status Tuner::prepare(const TunerOptions& options, const CostModel& model) {
   if (options.nranks != model.nranks()) {
     return internalError("tuner for " + std::to_string(options.nranks) +
                          " ranks given a model of " + std::to_string(model.nranks()));
   }
-  Tuner t;
-  t.options_ = options;
-  t.hosts_ = model.hosts();
-  t.options_.maxChannels = std::max(1, options.maxChannels);
-  ASSIGN_OR_RETURN(t.override_, AlgoOverride::parse(options.algo));
+  options_ = options;
+  hosts_ = model.hosts();
+  options_.maxChannels = std::max(1, options.maxChannels);
+  ASSIGN_OR_RETURN(override_, AlgoOverride::parse(options.algo));
   // A forced algorithm the FIFO depth cannot run is an error now, not a hang later.
   for (int c = 0; c < kModelled; ++c) {
     const auto coll = static_cast<Collective>(c);
     for (uint64_t bytes : {uint64_t{0}, uint64_t{1} << 62}) {
-      std::optional<std::vector<Algorithm>> allowed = t.override_.allowed(coll, bytes);
+      std::optional<std::vector<Algorithm>> allowed = override_.allowed(coll, bytes);
       if (!allowed) continue;
       const bool any = std::any_of(allowed->begin(), allowed->end(),
-                                   [&](Algorithm a) { return t.usable(a, coll); });
+                                   [&](Algorithm a) { return usable(a, coll); });
       if (!any) {
         return invalidArgument(
             "BRAID_ALGO forces " + std::string(algorithmName(allowed->front())) + " for " +
@@ -136,9 +134,28 @@ Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
       }
     }
   }
+  return okStatus();
+}
+
+Result<Tuner> Tuner::create(const TunerOptions& options, const CostModel& model,
+                            const TuningTable* table, const GridShare& share) {
+  Tuner t;
+  RETURN_IF_ERROR(t.prepare(options, model));
   RETURN_IF_ERROR(t.buildGrid(model, share));
   if (table != nullptr) RETURN_IF_ERROR(t.adoptTable(*table));
   return t;
+}
+
+Result<std::optional<Tuner>> Tuner::createFromKeptGrid(const TunerOptions& options,
+                                                       const CostModel& model,
+                                                       const TuningTable* table, int sharers) {
+  Tuner t;
+  RETURN_IF_ERROR(t.prepare(options, model));
+  std::shared_ptr<const GridBuild> kept = t.keptGrid(t.gridKey(model, std::max(1, sharers)));
+  if (!kept) return std::optional<Tuner>();
+  t.grid_ = std::shared_ptr<const Grid>(kept, &kept->grid);
+  if (table != nullptr) RETURN_IF_ERROR(t.adoptTable(*table));
+  return std::optional<Tuner>(std::move(t));
 }
 
 bool Tuner::usable(Algorithm algo, Collective coll) const {
@@ -215,32 +232,43 @@ void Tuner::forgetGrids() {
   cache.grids.clear();
 }
 
+std::string Tuner::gridKey(const CostModel& model, int nranks) const {
+  std::string key = model.key();
+  // A staged build keeps the candidates a later rank with this grid cached must send.
+  for (uint64_t v : {uint64_t(options_.maxChannels), uint64_t(options_.slotBytes),
+                     uint64_t(options_.nslots), uint64_t(options_.chunkBytes),
+                     uint64_t(options_.nchannels), uint64_t(nranks >= kStagedFromRanks)}) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  return key;
+}
+
+std::shared_ptr<const Tuner::GridBuild> Tuner::keptGrid(const std::string& key) {
+  GridCache& cache = gridCache();
+  std::shared_ptr<const GridBuild> kept;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (auto it = cache.grids.find(key); it != cache.grids.end()) kept = it->second;
+  }
+  gridOrigin_ = kept ? GridOrigin::kProcess : GridOrigin::kCosted;
+  if (!kept && !options_.gridFileDir.empty()) {
+    kept = readGridFile(key);
+    if (kept) {
+      gridOrigin_ = GridOrigin::kFile;
+      std::lock_guard<std::mutex> lock(cache.mutex);
+      if (cache.grids.size() >= kProcessGrids) cache.grids.clear();
+      cache.grids.emplace(key, kept);
+    }
+  }
+  return kept;
+}
+
 Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
   GridCache& cache = gridCache();
   const int nranks = std::max(1, share.nranks);
   const bool staged = nranks >= kStagedFromRanks;
-  std::string key = model.key();
-  // A staged build keeps the candidates a later rank with this grid cached must send.
-  for (uint64_t v :
-       {uint64_t(options_.maxChannels), uint64_t(options_.slotBytes), uint64_t(options_.nslots),
-        uint64_t(options_.chunkBytes), uint64_t(options_.nchannels), uint64_t(staged)}) {
-    key.append(reinterpret_cast<const char*>(&v), sizeof(v));
-  }
-  std::shared_ptr<const GridBuild> cached;
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    if (auto it = cache.grids.find(key); it != cache.grids.end()) cached = it->second;
-  }
-  gridOrigin_ = cached ? GridOrigin::kProcess : GridOrigin::kCosted;
-  if (!cached && !options_.gridFileDir.empty()) {
-    cached = readGridFile(key);
-    if (cached) {
-      gridOrigin_ = GridOrigin::kFile;
-      std::lock_guard<std::mutex> lock(cache.mutex);
-      if (cache.grids.size() >= kProcessGrids) cache.grids.clear();
-      cache.grids.emplace(key, cached);
-    }
-  }
+  std::string key = gridKey(model, nranks);
+  std::shared_ptr<const GridBuild> cached = keptGrid(key);
   const Owners owners = cellOwners(model, nranks, staged);
   const bool ranksHaveCores = model.crowding() <= 1;
   if (cached) {

@@ -112,6 +112,12 @@ class Tuner {
   /// `table` may be null.
   static Result<Tuner> create(const TunerOptions& options, const CostModel& model,
                               const TuningTable* table, const GridShare& share = {});
+  /// What create would return for a share among `sharers` ranks where this process or a file
+  /// (TunerOptions::gridFileDir) already keeps the grid, with no simulation and no gather; nullopt
+  /// where neither does. Ranks that all find it need not share the grid's cells.
+  static Result<std::optional<Tuner>> createFromKeptGrid(const TunerOptions& options,
+                                                         const CostModel& model,
+                                                         const TuningTable* table, int sharers);
 
   /// The choice for a call, BRAID_ALGO honoured.
   Choice choose(Collective coll, uint64_t bytes) const;
@@ -172,6 +178,12 @@ class Tuner {
   struct GridCache;
   static GridCache& gridCache();
 
+  /// Checks the options and BRAID_ALGO against the model; the first step of every create.
+  Status prepare(const TunerOptions& options, const CostModel& model);
+  /// The key of the grid for `model`, these options and a share among `nranks` ranks.
+  std::string gridKey(const CostModel& model, int nranks) const;
+  /// The grid this process or the grid file keeps for `key` (gridOrigin_ says which), or null.
+  std::shared_ptr<const GridBuild> keptGrid(const std::string& key);
   Status buildGrid(const CostModel& model, const GridShare& share);
   /// The grid file's key: the process cache's key, the file format and the library build.
   static std::string gridFileKey(const std::string& key);

@@ -142,6 +142,36 @@ std::vector<Result<Tuner>> shareAmong(int sharers, OptionsOf optionsOf) {
   return ranks;
 }
 
+// A rank asks first whether the grid is kept, costing nothing: not before the first process kept
+// it, then the tuner create builds; in a process of its own, or beside one that holds the grid.
+// Ranks split among differ by their key (staged from 32 on), so 64 sharers find no grid of 4's.
+TEST_F(GridFile, ATunerFromTheKeptGridIsTheOneCreateBuilds) {
+  Tuner::forgetGrids();
+  Result<std::optional<Tuner>> none = Tuner::createFromKeptGrid(options(true), model(), nullptr, 4);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_TRUE(gridFiles().empty());
+
+  const Tuner first = fresh(options(true));
+  for (bool sameProcess : {false, true}) {
+    if (!sameProcess) Tuner::forgetGrids();
+    Result<std::optional<Tuner>> kept =
+        Tuner::createFromKeptGrid(options(false), model(), nullptr, 4);
+    ASSERT_TRUE(kept.ok()) << kept.status().message();
+    ASSERT_TRUE(kept->has_value());
+    EXPECT_EQ((*kept)->digest(), first.digest());
+    EXPECT_EQ((*kept)->gridOrigin(), sameProcess ? GridOrigin::kProcess : GridOrigin::kFile);
+  }
+  Result<std::optional<Tuner>> staged =
+      Tuner::createFromKeptGrid(options(false), model(), nullptr, 64);
+  ASSERT_TRUE(staged.ok()) << staged.status().message();
+  EXPECT_FALSE(staged->has_value());
+  // Bad settings fail as create does.
+  TunerOptions bad = options(false);
+  bad.algo = "allreduce:nosuch";
+  EXPECT_FALSE(Tuner::createFromKeptGrid(bad, model(), nullptr, 4).ok());
+}
+
 // Some ranks find the file and others do not (hosts with and without it), from 32 ranks on with
 // the long sizes shared in rounds: every rank still ends with the grid they all cost together.
 TEST_F(GridFile, RanksWithAndWithoutTheFileAgree) {

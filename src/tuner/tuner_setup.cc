@@ -121,27 +121,44 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
     table = std::move(loaded).value();
   }
   const auto start = std::chrono::steady_clock::now();
-  // The ranks split the model grid's cells; the wait covers the slowest rank's share.
-  GridShare share;
-  share.rank = ctx.rank;
-  share.nranks = nranks;
-  share.allGather = [&](uint8_t* data, size_t bytesPerRank) {
-    return ctx.bootstrap->allGather(data, bytesPerRank, kCalibrationGraceSeconds);
-  };
   TunerOptions options = TunerOptions::fromConfig(config, nranks, ctx.maxChannels);
   // The grid goes beside the calibration, written by each host's first rank.
   options.gridFileDir = ctx.calibrationDir;
   const uint64_t host = ctx.placements[size_t(ctx.rank)].hostHash;
   options.writesGridFile = std::none_of(ctx.placements.begin(), ctx.placements.begin() + ctx.rank,
                                         [&](const RankPlacement& p) { return p.hostHash == host; });
-  ASSIGN_OR_RETURN(Tuner tuner, Tuner::create(options, model, table ? &*table : nullptr, share));
+  const TuningTable* tableOrNull = table ? &*table : nullptr;
+  ASSIGN_OR_RETURN(std::optional<Tuner> kept,
+                   Tuner::createFromKeptGrid(options, model, tableOrNull, nranks));
+  // Every rank says whether it found the grid kept, and its tuner's digest if so: where all did,
+  // this one exchange replaces the gathers of the grid's cells and of the digests.
+  std::vector<uint64_t> found(2 * size_t(nranks), 0);
+  found[2 * size_t(ctx.rank)] = kept ? 1 : 0;
+  found[2 * size_t(ctx.rank) + 1] = kept ? kept->digest() : 0;
+  RETURN_IF_ERROR(ctx.bootstrap->allGather(found.data(), 2 * sizeof(uint64_t))
+                      .withContext("asking the ranks for a kept tuner grid"));
+  bool allFound = true;
+  for (int r = 0; r < nranks; ++r) allFound &= found[2 * size_t(r)] == 1;
+  std::vector<uint64_t> digests(static_cast<size_t>(nranks), 0);
+  Tuner tuner;
+  if (allFound) {
+    for (int r = 0; r < nranks; ++r) digests[size_t(r)] = found[2 * size_t(r) + 1];
+    tuner = std::move(*kept);
+  } else {
+    // The ranks split the model grid's cells; the wait covers the slowest rank's share.
+    GridShare share;
+    share.rank = ctx.rank;
+    share.nranks = nranks;
+    share.allGather = [&](uint8_t* data, size_t bytesPerRank) {
+      return ctx.bootstrap->allGather(data, bytesPerRank, kCalibrationGraceSeconds);
+    };
+    ASSIGN_OR_RETURN(tuner, Tuner::create(options, model, tableOrNull, share));
+    digests[static_cast<size_t>(ctx.rank)] = tuner.digest();
+    RETURN_IF_ERROR(ctx.bootstrap->allGather(digests.data(), sizeof(uint64_t))
+                        .withContext("comparing the ranks' tuner tables"));
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-
-  std::vector<uint64_t> digests(static_cast<size_t>(nranks), 0);
-  digests[static_cast<size_t>(ctx.rank)] = tuner.digest();
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(digests.data(), sizeof(uint64_t))
-                      .withContext("comparing the ranks' tuner tables"));
   for (int r = 1; r < nranks; ++r) {
     if (digests[static_cast<size_t>(r)] != digests[0]) {
       return invalidUsage(
@@ -153,9 +170,10 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
   }
   if (ctx.rank == 0) {
     static constexpr const char* kOrigins[] = {"costed", "from this process", "from a file"};
-    BRAID_LOG(*ctx.logger, kInfo, kTune, "cost model: %s; table built in %.1f ms (grid %s%s%s)",
+    BRAID_LOG(*ctx.logger, kInfo, kTune, "cost model: %s; table built in %.1f ms (grid %s%s%s%s)",
               model.describe().c_str(), ms, kOrigins[static_cast<int>(tuner.gridOrigin())],
-              tuner.gridNote().empty() ? "" : ": ", tuner.gridNote().c_str());
+              tuner.gridNote().empty() ? "" : ": ", tuner.gridNote().c_str(),
+              allFound && nranks > 1 ? "; every rank had it, no cells gathered" : "");
     // One log call per line: a log line has a bounded length.
     std::istringstream lines(tuner.formatTable());
     for (std::string line; std::getline(lines, line);) {
