@@ -154,6 +154,7 @@ Result<std::optional<Tuner>> Tuner::createFromKeptGrid(const TunerOptions& optio
   std::shared_ptr<const GridBuild> kept = t.keptGrid(t.gridKey(model, std::max(1, sharers)));
   if (!kept) return std::optional<Tuner>();
   t.grid_ = std::shared_ptr<const Grid>(kept, &kept->grid);
+  t.kept_ = std::move(kept);
   if (table != nullptr) RETURN_IF_ERROR(t.adoptTable(*table));
   return std::optional<Tuner>(std::move(t));
 }
@@ -263,25 +264,38 @@ std::shared_ptr<const Tuner::GridBuild> Tuner::keptGrid(const std::string& key) 
   return kept;
 }
 
+Status Tuner::sendKeptShare(const CostModel& model, const GridShare& share,
+                            const GridBuild& kept) const {
+  const int nranks = std::max(1, share.nranks);
+  if (nranks == 1) return okStatus();
+  const bool staged = nranks >= kStagedFromRanks;
+  const Owners owners = cellOwners(model, nranks, staged);
+  // The other ranks still wait for this one's share; what comes back is this grid again.
+  auto scratch = std::make_unique<GridBuild>(kept);
+  if (staged) {
+    RETURN_IF_ERROR(costStaged(nullptr, share, owners, model.crowding() <= 1, *scratch)
+                        .withContext("sharing the tuner's grid"));
+  }
+  return gatherCells(share, owners, scratch->grid).withContext("sharing the tuner's grid");
+}
+
+Status Tuner::shareKeptGrid(const CostModel& model, const GridShare& share) const {
+  if (!kept_) return internalError("shareKeptGrid on a tuner not made from a kept grid");
+  return sendKeptShare(model, share, *kept_);
+}
+
 Status Tuner::buildGrid(const CostModel& model, const GridShare& share) {
   GridCache& cache = gridCache();
   const int nranks = std::max(1, share.nranks);
   const bool staged = nranks >= kStagedFromRanks;
   std::string key = gridKey(model, nranks);
   std::shared_ptr<const GridBuild> cached = keptGrid(key);
-  const Owners owners = cellOwners(model, nranks, staged);
-  const bool ranksHaveCores = model.crowding() <= 1;
   if (cached) {
     grid_ = std::shared_ptr<const Grid>(cached, &cached->grid);
-    if (nranks == 1) return okStatus();
-    // The other ranks still wait for this one's share; what comes back is this grid again.
-    auto scratch = std::make_unique<GridBuild>(*cached);
-    if (staged) {
-      RETURN_IF_ERROR(costStaged(nullptr, share, owners, ranksHaveCores, *scratch)
-                          .withContext("sharing the tuner's grid"));
-    }
-    return gatherCells(share, owners, scratch->grid).withContext("sharing the tuner's grid");
+    return sendKeptShare(model, share, *cached);
   }
+  const Owners owners = cellOwners(model, nranks, staged);
+  const bool ranksHaveCores = model.crowding() <= 1;
   auto build = std::make_shared<GridBuild>();
   costCells(model, owners, share.rank, build->grid);
   if (staged) {

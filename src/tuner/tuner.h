@@ -118,6 +118,9 @@ class Tuner {
   static Result<std::optional<Tuner>> createFromKeptGrid(const TunerOptions& options,
                                                          const CostModel& model,
                                                          const TuningTable* table, int sharers);
+  /// Where some ranks lack the grid, a tuner from createFromKeptGrid sends them its share, as
+  /// create does for a rank with the grid kept (the others call create with the same share).
+  Status shareKeptGrid(const CostModel& model, const GridShare& share) const;
 
   /// The choice for a call, BRAID_ALGO honoured.
   Choice choose(Collective coll, uint64_t bytes) const;
@@ -185,6 +188,8 @@ class Tuner {
   /// The grid this process or the grid file keeps for `key` (gridOrigin_ says which), or null.
   std::shared_ptr<const GridBuild> keptGrid(const std::string& key);
   Status buildGrid(const CostModel& model, const GridShare& share);
+  /// A rank's part of the gathers of a grid it keeps, for the ranks that cost it.
+  Status sendKeptShare(const CostModel& model, const GridShare& share, const GridBuild& kept) const;
   /// The grid file's key: the process cache's key, the file format and the library build.
   static std::string gridFileKey(const std::string& key);
   /// The build kept in gridFileDir for `key`, if one is there and whole (tuner_grid_file.cc).
@@ -236,7 +241,8 @@ class Tuner {
   int hosts_ = 1;  ///< hosts the ranks span, from the model (modelMayPick)
   AlgoOverride override_;
   std::shared_ptr<const Grid> grid_;  ///< shared by the tuners of one process with equal inputs
-  std::vector<TuningEntry> table_;    ///< the measured entries for this rank count
+  std::shared_ptr<const GridBuild> kept_;  ///< createFromKeptGrid's build, for shareKeptGrid
+  std::vector<TuningEntry> table_;         ///< the measured entries for this rank count
   GridOrigin gridOrigin_ = GridOrigin::kCosted;
   std::string gridNote_;
 };

@@ -128,13 +128,24 @@ TEST_F(GridFile, AFolderThatCannotBeWrittenIsNoErrorAndSaysWhy) {
 
 /// Tuners of `sharers` ranks (threads) that split the grid, rank r made with options(r).
 template <typename OptionsOf>
-std::vector<Result<Tuner>> shareAmong(int sharers, OptionsOf optionsOf) {
+std::vector<Result<Tuner>> shareAmong(int sharers, OptionsOf optionsOf, bool keptFirst = false) {
   Tuner::forgetGrids();
   ThreadGather gather(sharers);
   std::vector<Result<Tuner>> ranks(size_t(sharers), Result<Tuner>(internalError("not run")));
   std::vector<std::thread> threads;
   for (int r = 0; r < sharers; ++r) {
     threads.emplace_back([&, r] {
+      // keptFirst: as setUpTuner does where some ranks lack the grid, a rank that finds it sends
+      // its share from the tuner it made of it.
+      if (keptFirst) {
+        Result<std::optional<Tuner>> kept =
+            Tuner::createFromKeptGrid(optionsOf(r), model(), nullptr, sharers);
+        if (kept.ok() && kept->has_value()) {
+          const Status shared = (*kept)->shareKeptGrid(model(), gather.share(r));
+          ranks[size_t(r)] = shared.ok() ? Result<Tuner>(std::move(**kept)) : Result<Tuner>(shared);
+          return;
+        }
+      }
       ranks[size_t(r)] = Tuner::create(optionsOf(r), model(), nullptr, gather.share(r));
     });
   }
@@ -180,16 +191,22 @@ TEST_F(GridFile, RanksWithAndWithoutTheFileAgree) {
   ASSERT_TRUE(costed[0].ok()) << costed[0].status().message();
   ASSERT_EQ(gridFiles().size(), 1u);
   const std::string empty = dir_ + "/empty";
-  std::vector<Result<Tuner>> mixed =
-      shareAmong(kSharers, [&](int r) { return options(false, r % 2 == 0 ? dir_ : empty); });
-  int fromFile = 0;
-  for (int r = 0; r < kSharers; ++r) {
-    ASSERT_TRUE(mixed[size_t(r)].ok())
-        << "rank " << r << ": " << mixed[size_t(r)].status().message();
-    EXPECT_EQ(mixed[size_t(r)]->digest(), costed[0]->digest()) << "rank " << r;
-    fromFile += mixed[size_t(r)]->gridOrigin() == GridOrigin::kFile;
+  for (bool keptFirst : {false, true}) {
+    std::vector<Result<Tuner>> mixed = shareAmong(
+        kSharers, [&](int r) { return options(false, r % 2 == 0 ? dir_ : empty); }, keptFirst);
+    int fromFile = 0;
+    for (int r = 0; r < kSharers; ++r) {
+      ASSERT_TRUE(mixed[size_t(r)].ok())
+          << "rank " << r << ": " << mixed[size_t(r)].status().message();
+      EXPECT_EQ(mixed[size_t(r)]->digest(), costed[0]->digest()) << "rank " << r;
+      fromFile += mixed[size_t(r)]->gridOrigin() == GridOrigin::kFile;
+    }
+    EXPECT_GT(fromFile, 0) << (keptFirst ? "kept first" : "create");
   }
-  EXPECT_GT(fromFile, 0);
+  // Only a tuner made of a kept grid has one to share.
+  Tuner::forgetGrids();
+  const Tuner fromCreate = fresh(options(false));
+  EXPECT_FALSE(fromCreate.shareKeptGrid(model(), {}).ok());
 }
 
 }  // namespace

@@ -137,10 +137,6 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
   found[2 * size_t(ctx.rank) + 1] = kept ? kept->digest() : 0;
   RETURN_IF_ERROR(ctx.bootstrap->allGather(found.data(), 2 * sizeof(uint64_t))
                       .withContext("asking the ranks for a kept tuner grid"));
-  // What the log says of this rank's grid: where it found it kept, that (create would find it
-  // in this process's memory, where finding it put it).
-  const GridOrigin keptOrigin = kept ? kept->gridOrigin() : GridOrigin::kCosted;
-  const std::string keptNote = kept ? kept->gridNote() : "";
   bool allFound = true;
   for (int r = 0; r < nranks; ++r) allFound &= found[2 * size_t(r)] == 1;
   std::vector<uint64_t> digests(static_cast<size_t>(nranks), 0);
@@ -156,7 +152,12 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
     share.allGather = [&](uint8_t* data, size_t bytesPerRank) {
       return ctx.bootstrap->allGather(data, bytesPerRank, kCalibrationGraceSeconds);
     };
-    ASSIGN_OR_RETURN(tuner, Tuner::create(options, model, tableOrNull, share));
+    if (kept) {
+      RETURN_IF_ERROR(kept->shareKeptGrid(model, share));
+      tuner = std::move(*kept);
+    } else {
+      ASSIGN_OR_RETURN(tuner, Tuner::create(options, model, tableOrNull, share));
+    }
     digests[static_cast<size_t>(ctx.rank)] = tuner.digest();
     RETURN_IF_ERROR(ctx.bootstrap->allGather(digests.data(), sizeof(uint64_t))
                         .withContext("comparing the ranks' tuner tables"));
@@ -172,13 +173,11 @@ Result<Tuner> setUpTuner(const TunerContext& ctx, HostShape* sharedHost) {
                : " (is BRAID_TUNING_FILE " + config.tuningFile + " the same file on every host?)"));
     }
   }
-  const GridOrigin origin = found[2 * size_t(ctx.rank)] == 1 ? keptOrigin : tuner.gridOrigin();
-  const std::string& note = found[2 * size_t(ctx.rank)] == 1 ? keptNote : tuner.gridNote();
   if (ctx.rank == 0) {
     static constexpr const char* kOrigins[] = {"costed", "from this process", "from a file"};
     BRAID_LOG(*ctx.logger, kInfo, kTune, "cost model: %s; table built in %.1f ms (grid %s%s%s%s)",
-              model.describe().c_str(), ms, kOrigins[static_cast<int>(origin)],
-              note.empty() ? "" : ": ", note.c_str(),
+              model.describe().c_str(), ms, kOrigins[static_cast<int>(tuner.gridOrigin())],
+              tuner.gridNote().empty() ? "" : ": ", tuner.gridNote().c_str(),
               allFound && nranks > 1 ? "; every rank had it, no cells gathered" : "");
     // One log call per line: a log line has a bounded length.
     std::istringstream lines(tuner.formatTable());
