@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -282,11 +283,40 @@ class Converter {
   std::unordered_map<hwloc_obj_t, int> devices_;  // PCI and OS devices -> node id
 };
 
+// hwloc plugins nothing here reads. hwloc opens every plugin in its folder (and the libraries
+// each links: X11, an OpenCL loader, libxml2 with ICU) at a process's first topology, whatever
+// components the topology then enables: 3 ms of CPU per rank (docs/scale.md). hwloc's built-in
+// parser reads what hwloc wrote (probes and the cache); a user's file may come from elsewhere
+// and keeps libxml2.
+constexpr const char* kUnreadPlugins =
+    "hwloc_gl,hwloc_opencl,hwloc_cuda,hwloc_rsmi,hwloc_levelzero,hwloc_xml_libxml";
+constexpr const char* kUnreadPluginsButLibxml =
+    "hwloc_gl,hwloc_opencl,hwloc_cuda,hwloc_rsmi,hwloc_levelzero";
+constexpr const char* kPluginBlacklistVariable = "HWLOC_PLUGINS_BLACKLIST";
+
+// hwloc_topology_init with the plugins in `unread` left closed, unless the user named plugins to
+// leave out themselves. hwloc reads the variable only while it opens its plugins, in this call:
+// it is unset again at once, so that later hwloc users in the process see their own environment.
+int initLeavingUnread(hwloc_topology_t* raw, const char* unread) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  const bool userChose = std::getenv(kPluginBlacklistVariable) != nullptr;
+  if (!userChose) setenv(kPluginBlacklistVariable, unread, 0);
+  const int rc = hwloc_topology_init(raw);
+  const int saved = errno;
+  if (!userChose) unsetenv(kPluginBlacklistVariable);
+  errno = saved;
+  return rc;
+}
+
 // The hwloc topology probed from this machine, or loaded from `xml`; `thisSystem`: the XML is
-// this machine's own (a cache entry), so binding queries still apply to it.
+// this machine's own (a cache entry), so binding queries still apply to it, and hwloc wrote it.
 Result<HwlocTopology> loadHwloc(const std::string& xml, bool thisSystem) {
   hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) return errnoError("topology: hwloc_topology_init", errno);
+  const bool hwlocWrote = xml.empty() || thisSystem;
+  if (initLeavingUnread(&raw, hwlocWrote ? kUnreadPlugins : kUnreadPluginsButLibxml) != 0) {
+    return errnoError("topology: hwloc_topology_init", errno);
+  }
   HwlocTopology topo(raw);
   // PCI bridges, GPUs, NICs and their OS devices; hwloc drops I/O objects by default.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -262,6 +263,38 @@ TEST_F(DiscoverXml, ThisMachineIsProbedOnceThenLoadedFromTheCache) {
   ASSERT_TRUE(reprobed.ok()) << reprobed.status().message();
   EXPECT_TRUE(probed.value() == reprobed.value());
   EXPECT_TRUE(discoverTopology(options).value() == probed.value());  // rewritten
+}
+
+// Discovery leaves hwloc's plugins for GPUs, displays and libxml2 closed through the variable
+// hwloc reads, and the process's environment as it found it: unset again, or the user's value.
+TEST_F(DiscoverXml, LeavesThePluginVariableAsItFoundIt) {
+  constexpr const char* kVariable = "HWLOC_PLUGINS_BLACKLIST";
+  const char* before = std::getenv(kVariable);
+  const std::string saved = before != nullptr ? before : "";
+  unsetenv(kVariable);
+  TempDir dir;
+  TopologyOptions options;
+  options.cacheDir = dir.file("cache");
+  Result<Topology> probed = discoverTopology(options);
+  ASSERT_TRUE(probed.ok()) << probed.status().message();
+  EXPECT_EQ(std::getenv(kVariable), nullptr);
+  Result<Topology> cached = discoverTopology(options);
+  ASSERT_TRUE(cached.ok()) << cached.status().message();
+  EXPECT_TRUE(probed.value() == cached.value());
+  EXPECT_EQ(std::getenv(kVariable), nullptr);
+  EXPECT_EQ(load(dataFile("gpu8_host_a.xml")).gpus().size(), 8u);
+  EXPECT_EQ(std::getenv(kVariable), nullptr);
+
+  setenv(kVariable, "hwloc_pci", 1);
+  Result<Topology> userChose = discoverTopology(options);
+  ASSERT_TRUE(userChose.ok()) << userChose.status().message();
+  ASSERT_NE(std::getenv(kVariable), nullptr);
+  EXPECT_STREQ(std::getenv(kVariable), "hwloc_pci");
+  if (before != nullptr) {
+    setenv(kVariable, saved.c_str(), 1);
+  } else {
+    unsetenv(kVariable);
+  }
 }
 
 TEST_F(DiscoverXml, SysfsFallbackAgreesWithHwlocHere) {
