@@ -91,20 +91,24 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& 
   logger->setRank(rank);
   WaitPolicy wait{config.timeoutSeconds, nullptr};
   wait.peerTimeoutSeconds = config.peerTimeoutSeconds;
+  PhaseTimer timer;
   ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap,
                    Bootstrap::join(id, rank, nranks, config.socketIfname, wait));
-  return fromBootstrap(std::move(bootstrap), std::move(config), std::move(logger));
+  timer.end("join");
+  return fromBootstrap(std::move(bootstrap), std::move(config), std::move(logger),
+                       std::move(timer));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::fromBootstrap(
-    std::unique_ptr<Bootstrap> bootstrap, Config config, std::unique_ptr<Logger> logger) {
+    std::unique_ptr<Bootstrap> bootstrap, Config config, std::unique_ptr<Logger> logger,
+    PhaseTimer timer) {
   if (config.reportSignal != 0) RETURN_IF_ERROR(enableWaitReportSignal(config.reportSignal));
   std::unique_ptr<Communicator> comm(new Communicator(std::move(config), std::move(logger)));
   comm->bootstrap_ = std::move(bootstrap);
   comm->rank_ = comm->bootstrap_->rank();
   comm->nranks_ = comm->bootstrap_->nranks();
   comm->logger_->setRank(comm->rank_);
-  if (Status status = comm->setUp(); !status.ok()) {
+  if (Status status = comm->setUp(timer); !status.ok()) {
     // Peers may have finished their part of the set-up and be waiting on this rank in their first
     // call: the transports made so far tell them why it will never come.
     comm->fail(status);
@@ -113,12 +117,13 @@ Result<std::unique_ptr<Communicator>> Communicator::fromBootstrap(
   return comm;
 }
 
-Status Communicator::setUp() {
+Status Communicator::setUp(PhaseTimer& timer) {
   TopologyOptions topoOptions;
   topoOptions.xmlFile = config_.topoFile;
   topoOptions.dumpFile = config_.topoDumpFile;
   topoOptions.cacheDir = defaultCalibrationDir();
   ASSIGN_OR_RETURN(std::shared_ptr<const Topology> topology, processTopology(topoOptions));
+  timer.end("topology");
   static_assert(sizeof(PeerInfo::locality) == kLocalityWireBytes);
 
   PeerInfo self;
@@ -132,6 +137,7 @@ Status Communicator::setUp() {
   peers_[rank_] = self;
   RETURN_IF_ERROR(bootstrap_->allGather(peers_.data(), sizeof(PeerInfo))
                       .withContext("exchanging peer information"));
+  timer.end("peers");
   if (rank_ == 0) {
     BRAID_LOG(*logger_, kInfo, kTopo, "%s", topology->summary().c_str());
   }
@@ -160,7 +166,9 @@ Status Communicator::setUp() {
   ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> shm, ShmTransport::create(ctx));
   rankWaker_ = shm->waker();
   transports_.push_back(std::move(shm));
+  timer.end("shm");
   ASSIGN_OR_RETURN(const NetworkLinks links, setUpNetwork(ctx, *transports_.front()));
+  timer.end("network");
   if (config_.callCheck != 0 && nranks_ > 1) {
     // Connections are made on first use, but the call check's descriptors trail the calls: a
     // rank's last ones may reach a successor that has finished, destroyed its communicator and
@@ -172,6 +180,7 @@ Status Communicator::setUp() {
     RETURN_IF_ERROR(connectors_.send(ringNeighbour(ringOnly, rank_, 1), maxChannels_)
                         .status()
                         .withContext("connecting the call check's successor"));
+    timer.end("call check");
   }
   TunerContext tunerContext;
   tunerContext.config = &config_;
@@ -185,6 +194,7 @@ Status Communicator::setUp() {
   tunerContext.rdmaBetweenHosts = links.rdmaBetweenHosts;
   tunerContext.calibrationDir = defaultCalibrationDir();
   ASSIGN_OR_RETURN(tuner_, setUpTuner(tunerContext, &tunerHost_));
+  timer.end("tuner");
   sendSeq_.assign(nranks_, 0);
   recvSeq_.assign(nranks_, 0);
   PlanRequest ringOnly;
@@ -199,6 +209,8 @@ Status Communicator::setUp() {
             "rank %d/%d pid %d on %s: %s, %d channels, %d slots of %u bytes", rank_, nranks_,
             self.pid, self.hostName, links.summary.c_str(), maxChannels_, config_.nslots,
             config_.slotBytes);
+  BRAID_LOG(*logger_, kInfo, kInit, "rank %d init timings, ms (process CPU): %s", rank_,
+            timer.summary().c_str());
   if (rank_ == 0) {
     std::string order = "identity";
     if (!ring_.empty()) {
@@ -298,14 +310,18 @@ Result<Communicator::NetworkLinks> Communicator::setUpNetwork(TransportContext c
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  PhaseTimer timer;
   ASSIGN_OR_RETURN(SplitResult result, bootstrap_->split(color, key));
   if (result.bootstrap == nullptr) return std::unique_ptr<Communicator>();
-  return fromBootstrap(std::move(result.bootstrap), config_, makeLogger(config_));
+  timer.end("split");
+  return fromBootstrap(std::move(result.bootstrap), config_, makeLogger(config_), std::move(timer));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded) {
+  PhaseTimer timer;
   ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap, bootstrap_->shrink(excluded));
-  return fromBootstrap(std::move(bootstrap), config_, makeLogger(config_));
+  timer.end("shrink");
+  return fromBootstrap(std::move(bootstrap), config_, makeLogger(config_), std::move(timer));
 }
 
 size_t Communicator::PlanKeyHash::operator()(const PlanRequest& r) const {

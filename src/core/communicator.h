@@ -15,6 +15,7 @@
 #include "algorithms/plan.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "base/phase_timer.h"
 #include "bootstrap/bootstrap.h"
 #include "device/device_client.h"
 #include "executor/call.h"
@@ -90,10 +91,13 @@ class Communicator final : public ProgressClient, public DeviceClient {
 
  private:
   Communicator(Config config, std::unique_ptr<Logger> logger);
+  /// `timer` has timed what came before (the bootstrap's join or split); set-up times its phases
+  /// after it and logs them all.
   static Result<std::unique_ptr<Communicator>> fromBootstrap(std::unique_ptr<Bootstrap> bootstrap,
                                                              Config config,
-                                                             std::unique_ptr<Logger> logger);
-  Status setUp();
+                                                             std::unique_ptr<Logger> logger,
+                                                             PhaseTimer timer);
+  Status setUp(PhaseTimer& timer);
   Result<std::shared_ptr<const Plan>> plan(const PlanRequest& request, bool onDevice);
   /// The channels a device call of `bytes` runs on, from the tuner's choice.
   int deviceChannels(const Choice& choice, uint64_t bytes) const;

@@ -3,9 +3,14 @@
 #include "core/communicator.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "braid.h"
@@ -39,6 +44,57 @@ class TwoRanks : public ::testing::Test {
 
   braidComm_t comms_[2] = {nullptr, nullptr};
 };
+
+// At INFO each rank logs where its set-up's time went, phase by phase, after a join or a split.
+TEST(CommunicatorInit, EachRankLogsTheTimeOfEachPhase) {
+  const std::string file =
+      ::testing::TempDir() + "braid_init_timings_" + std::to_string(::getpid()) + ".log";
+  std::remove(file.c_str());
+  const std::string fileSetting = "BRAID_DEBUG_FILE=" + file;
+  const char* settings[] = {"BRAID_DEBUG=INFO", "BRAID_DEBUG_SUBSYS=INIT", fileSetting.c_str(),
+                            nullptr};
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.settings = settings;
+  braidComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(braidCommInitAllConfig(comms, 2, nullptr, &config), braidSuccess)
+      << braidGetLastError(nullptr);
+  braidComm_t halves[2] = {nullptr, nullptr};
+  std::vector<std::thread> splitters;
+  for (int r = 0; r < 2; ++r) {
+    splitters.emplace_back([&, r] { braidCommSplit(comms[r], r, 0, &halves[r]); });
+  }
+  for (std::thread& t : splitters) t.join();
+  for (braidComm_t c : halves) {
+    EXPECT_NE(c, nullptr);
+    if (c != nullptr) braidCommDestroy(c);
+  }
+  for (braidComm_t c : comms) braidCommDestroy(c);
+
+  std::ifstream in(file);
+  std::string line;
+  int joined = 0, split = 0;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("init timings, ms (process CPU): total ");
+    if (at == std::string::npos) continue;
+    const std::string phases = line.substr(at);
+    size_t last = 0;
+    const bool afterJoin = phases.find(": join ") != std::string::npos;
+    const bool afterSplit = phases.find(": split ") != std::string::npos;
+    EXPECT_NE(afterJoin, afterSplit) << line;
+    joined += afterJoin ? 1 : 0;
+    split += afterSplit ? 1 : 0;
+    for (const char* phase : {" topology ", " peers ", " shm ", " network ", " tuner "}) {
+      const size_t found = phases.find(std::string(",") + phase);
+      EXPECT_NE(found, std::string::npos) << phase << " missing: " << line;
+      if (found == std::string::npos) continue;
+      EXPECT_GT(found, last) << phase << " out of order: " << line;
+      last = found;
+    }
+  }
+  EXPECT_EQ(joined, 2);
+  EXPECT_EQ(split, 2);
+  std::remove(file.c_str());
+}
 
 TEST_F(TwoRanks, DeviceCallsSpreadOverAChannelPer256KiB) {
   std::vector<float> in(size_t{4} << 20), out(in.size());  // 16 MiB
