@@ -126,6 +126,17 @@ Status Communicator::setUp(PhaseTimer& timer) {
   timer.end("topology");
   static_assert(sizeof(PeerInfo::locality) == kLocalityWireBytes);
 
+  maxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultMaxChannels;
+  deviceMaxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultDeviceMaxChannels;
+  TransportContext ctx;
+  ctx.bootstrap = bootstrap_.get();
+  ctx.config = &config_;
+  ctx.logger = logger_.get();
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.maxChannels = maxChannels_ + 1;  // the algorithms' channels, then the call check's
+  ctx.peers = &peers_;
+
   PeerInfo self;
   self.hostHash = hostHash(hostIdentity(config_.hostId));
   self.pidNamespace = pidNamespaceId();
@@ -133,6 +144,9 @@ Status Communicator::setUp(PhaseTimer& timer) {
   self.rank = rank_;
   gethostname(self.hostName, sizeof(self.hostName) - 1);
   encodeLocality(localLocality(*topology), self.locality);
+  // The shared-memory inbox first: its name travels in the exchange below, which spares the
+  // transport one of its own.
+  ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> shm, ShmTransport::makeInbox(ctx, self));
   peers_.assign(nranks_, PeerInfo{});
   peers_[rank_] = self;
   RETURN_IF_ERROR(bootstrap_->allGather(peers_.data(), sizeof(PeerInfo))
@@ -153,17 +167,7 @@ Status Communicator::setUp(PhaseTimer& timer) {
   for (int r = 0; r < nranks_; ++r) identity &= ring_[r] == r;
   if (identity) ring_.clear();
 
-  maxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultMaxChannels;
-  deviceMaxChannels_ = config_.nchannels > 0 ? config_.nchannels : kDefaultDeviceMaxChannels;
-  TransportContext ctx;
-  ctx.bootstrap = bootstrap_.get();
-  ctx.config = &config_;
-  ctx.logger = logger_.get();
-  ctx.rank = rank_;
-  ctx.nranks = nranks_;
-  ctx.maxChannels = maxChannels_ + 1;  // the algorithms' channels, then the call check's
-  ctx.peers = &peers_;
-  ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> shm, ShmTransport::create(ctx));
+  RETURN_IF_ERROR(shm->connect(ctx));
   rankWaker_ = shm->waker();
   transports_.push_back(std::move(shm));
   timer.end("shm");

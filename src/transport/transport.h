@@ -6,7 +6,8 @@
 // socket and ib are network transports (network_transport.h): a proxy thread moves their FIFOs'
 // slots over the network, and what the two share lives in this directory.
 // A factory is collective over the communicator's bootstrap: it exchanges what its peers need
-// (segment names, addresses, queue pair numbers) and returns once connectors can be made. The
+// (addresses, queue pair numbers) and returns once connectors can be made; shm's inbox name rides
+// in the communicator's own exchange of PeerInfo instead (ShmTransport::makeInbox). The
 // communicator keeps every transport it made in one list and asks each, through this interface
 // alone, about failures, peers' notices and liveness.
 #pragma once
@@ -48,6 +49,8 @@ struct PeerInfo {
   int32_t rank = 0;
   char hostName[64] = {};
   uint8_t locality[44] = {};  ///< encodeLocality(): package, NUMA node, core, nearest GPU/NIC
+  char shmInbox[64] = {};     ///< the name of its shared-memory inbox (ShmTransport::makeInbox)
+  int32_t shmProbeFd = -1;    ///< a descriptor of its that peers try to open (shared buffers)
 };
 
 /// Information a transport factory needs; owned by the communicator being built.

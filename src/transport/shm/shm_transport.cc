@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "base/config.h"
@@ -49,16 +50,14 @@ namespace {
 
 size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-struct SegmentName {
-  char name[64];
-  int32_t probeFd;  ///< openProbeFd(): whether peers may open this process's descriptors
-};
-
 }  // namespace
 
-ShmTransport::~ShmTransport() = default;
+ShmTransport::~ShmTransport() {
+  if (probeFd_ >= 0) close(probeFd_);
+}
 
-Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContext& ctx) {
+Result<std::unique_ptr<ShmTransport>> ShmTransport::makeInbox(const TransportContext& ctx,
+                                                              PeerInfo& self) {
   std::unique_ptr<ShmTransport> t(new ShmTransport());
   t->rank_ = ctx.rank;
   t->nranks_ = ctx.nranks;
@@ -73,6 +72,9 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
 
   removeStaleSegments();
   const std::string myName = makeSegmentName();
+  if (myName.size() >= sizeof(self.shmInbox)) {
+    return internalError("shm transport: inbox name " + myName + " too long");
+  }
   ASSIGN_OR_RETURN(ShmSegment mine, ShmSegment::create(myName, bytes));
   auto* h = new (mine.data()) InboxHeader();
   h->rank = ctx.rank;
@@ -84,30 +86,28 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
   if (sched_getaffinity(0, sizeof(h->cpus), &h->cpus) != 0) CPU_ZERO(&h->cpus);
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kInboxMagic;
+  t->inboxes_.resize(ctx.nranks);
+  t->inboxes_[ctx.rank] = std::move(mine);
+  std::snprintf(self.shmInbox, sizeof(self.shmInbox), "%s", myName.c_str());
+  // Open until every rank has tried it (connect's barrier).
+  t->probeFd_ = openProbeFd();
+  self.shmProbeFd = t->probeFd_;
+  return t;
+}
 
-  std::vector<SegmentName> names(ctx.nranks);
-  std::snprintf(names[ctx.rank].name, sizeof(names[ctx.rank].name), "%s", myName.c_str());
-  // Open until every rank has tried it (the gather below).
-  struct Probe {
-    int fd = openProbeFd();
-    ~Probe() {
-      if (fd >= 0) close(fd);
-    }
-  } probe;
-  names[ctx.rank].probeFd = probe.fd;
-  RETURN_IF_ERROR(ctx.bootstrap->allGather(names.data(), sizeof(SegmentName)));
-
+Status ShmTransport::connect(const TransportContext& ctx) {
   const std::vector<PeerInfo>& peers = *ctx.peers;
   const PeerInfo& self = peers[ctx.rank];
-  t->inboxes_.resize(ctx.nranks);
-  t->pids_.assign(ctx.nranks, 0);
-  t->watches_.resize(ctx.nranks);
-  t->reserved_.assign(ctx.nranks, std::vector<bool>(ctx.maxChannels, false));
+  const size_t bytes = inboxes_[ctx.rank].size();
+  pids_.assign(ctx.nranks, 0);
+  watches_.resize(ctx.nranks);
+  reserved_.assign(ctx.nranks, std::vector<bool>(ctx.maxChannels, false));
   Status openStatus;
   for (int r = 0; r < ctx.nranks; ++r) {
     if (r == ctx.rank) continue;
     if (peers[r].hostHash != self.hostHash) continue;
-    Result<ShmSegment> seg = ShmSegment::open(names[r].name, bytes);
+    const std::string name(peers[r].shmInbox, strnlen(peers[r].shmInbox, sizeof(self.shmInbox)));
+    Result<ShmSegment> seg = ShmSegment::open(name, bytes);
     if (!seg.ok()) {
       // Same host name but another /dev/shm (containers): leave the peer to other transports.
       BRAID_LOG(*ctx.logger, kInfo, kShm, "cannot map rank %d's inbox: %s", r,
@@ -116,51 +116,52 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(const TransportContex
     }
     const auto* ph = reinterpret_cast<const InboxHeader*>(seg->data());
     if (ph->magic != kInboxMagic || ph->rank != r || ph->nranks != ctx.nranks ||
-        ph->fifoStride != t->fifoStride_ || ph->maxChannels != ctx.maxChannels ||
-        ph->slotBytes != t->slotBytes_ || ph->ringBytes != t->ringBytes_) {
+        ph->fifoStride != fifoStride_ || ph->maxChannels != ctx.maxChannels ||
+        ph->slotBytes != slotBytes_ || ph->ringBytes != ringBytes_) {
       openStatus = invalidUsage("rank " + std::to_string(r) +
                                 "'s shared-memory inbox has another layout (BRAID_FIFO_BYTES or "
                                 "BRAID_CHUNK_BYTES differ between ranks?)");
     }
     if (peers[r].pidNamespace == self.pidNamespace) {
-      t->pids_[r] = peers[r].pid;
+      pids_[r] = peers[r].pid;
       // A pidfd opened now, while the peer is known to run, pins that very process.
-      if (peers[r].pid != self.pid) t->watches_[r] = ProcessWatch(peers[r].pid);
+      if (peers[r].pid != self.pid) watches_[r] = ProcessWatch(peers[r].pid);
     }
-    t->inboxes_[r] = std::move(seg).value();
+    inboxes_[r] = std::move(seg).value();
   }
-  t->inboxes_[ctx.rank] = std::move(mine);
   // The host's ranks and the CPUs they may use between them: with more ranks than CPUs a
   // waiting rank yields at once (progress.cc).
   int hostRanks = 0;
   cpu_set_t hostCpus;
   CPU_ZERO(&hostCpus);
-  for (size_t r = 0; r < t->inboxes_.size(); ++r) {
-    if (t->inboxes_[r].data() == nullptr) continue;
+  for (size_t r = 0; r < inboxes_.size(); ++r) {
+    if (inboxes_[r].data() == nullptr) continue;
     ++hostRanks;
-    CPU_OR(&hostCpus, &hostCpus, &t->header(static_cast<int>(r))->cpus);
+    CPU_OR(&hostCpus, &hostCpus, &header(static_cast<int>(r))->cpus);
   }
-  Waker& waker = t->header(ctx.rank)->waker;
+  Waker& waker = header(ctx.rank)->waker;
   waker.hostRanks = static_cast<uint32_t>(hostRanks);
   waker.hostCpus = static_cast<uint32_t>(CPU_COUNT(&hostCpus));
   // Which peers' shared buffers this rank can map, as bits in its own inbox that its host's ranks
   // read after the barrier (a barrier too: everyone has mapped everything it needs, so the names
   // can go). A sender lends only what its receiver reads; nothing here grows with n^2.
-  uint8_t* myReadable = t->readableMap(ctx.rank);
+  uint8_t* myReadable = readableMap(ctx.rank);
   for (int r = 0; r < ctx.nranks; ++r) {
-    if (r == ctx.rank || t->inboxes_[r].data() == nullptr) continue;
-    if (t->pids_[r] != 0 && canOpenPeerFd(t->pids_[r], names[r].probeFd)) {
+    if (r == ctx.rank || inboxes_[r].data() == nullptr) continue;
+    if (pids_[r] != 0 && canOpenPeerFd(pids_[r], peers[r].shmProbeFd)) {
       myReadable[r / 8] |= uint8_t(1u << (r % 8));
     }
   }
   std::atomic_thread_fence(std::memory_order_release);
   Status gathered = ctx.bootstrap->barrier();
   std::atomic_thread_fence(std::memory_order_acquire);
-  t->inboxes_[ctx.rank].unlink();
+  inboxes_[ctx.rank].unlink();
+  if (probeFd_ >= 0) close(probeFd_);
+  probeFd_ = -1;
   RETURN_IF_ERROR(gathered);
   RETURN_IF_ERROR(openStatus);
-  t->setUpLending();
-  return t;
+  setUpLending();
+  return okStatus();
 }
 
 uint8_t* ShmTransport::readableMap(int rank) const {

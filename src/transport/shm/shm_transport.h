@@ -24,8 +24,14 @@ struct InboxHeader;
 
 class ShmTransport final : public Transport {
  public:
-  /// Collective over ctx.bootstrap: every rank of the communicator must call it.
-  static Result<std::unique_ptr<ShmTransport>> create(const TransportContext& ctx);
+  /// Set-up in two steps around the communicator's exchange of PeerInfo. makeInbox creates this
+  /// rank's inbox and fills in what peers need to open it (self.shmInbox, self.shmProbeFd); it
+  /// exchanges nothing.
+  static Result<std::unique_ptr<ShmTransport>> makeInbox(const TransportContext& ctx,
+                                                         PeerInfo& self);
+  /// Then, once ctx.peers holds every rank's PeerInfo, maps the inboxes of the peers on this host.
+  /// Collective over ctx.bootstrap (a barrier): every rank of the communicator must call it.
+  Status connect(const TransportContext& ctx);
   ~ShmTransport() override;
 
   std::string_view name() const override { return "shm"; }
@@ -60,10 +66,11 @@ class ShmTransport final : public Transport {
   uint32_t slotBytes_ = 0;
   uint64_t ringBytes_ = 0;  ///< payload bytes in flight per FIFO (FifoView::dataBytes)
   size_t fifoStride_ = 0;
-  size_t headerBytes_ = 0;             ///< the header's page and the readable map
-  std::vector<ShmSegment> inboxes_;    ///< by rank; unmapped (size 0) for peers not on this host
-  std::vector<int> pids_;              ///< pid per rank when comparable, else 0
-  std::vector<ProcessWatch> watches_;  ///< by rank: peer processes of this pid namespace
+  size_t headerBytes_ = 0;           ///< the header's page and the readable map
+  std::vector<ShmSegment> inboxes_;  ///< by rank; unmapped (size 0) for peers not on this host
+  int probeFd_ = -1;       ///< openProbeFd(), until connect: whether peers may open its descriptors
+  std::vector<int> pids_;  ///< pid per rank when comparable, else 0
+  std::vector<ProcessWatch> watches_;        ///< by rank: peer processes of this pid namespace
   std::vector<std::vector<bool>> reserved_;  ///< [peer][channel]: FIFO pages committed
   std::vector<Lending> lending_;             ///< by peer: what this rank may lend it
   std::vector<std::unique_ptr<PeerBufferReader>> readers_;  ///< by peer: what it lends this rank
