@@ -16,9 +16,8 @@
 #include "topology/locality.h"
 #include "topology/ordering.h"
 #include "topology/process_topology.h"
-#include "transport/ib/ib_transport.h"
+#include "transport/network_links.h"
 #include "transport/shm/shm_transport.h"
-#include "transport/socket/socket_transport.h"
 #include "transport/transport_filter.h"
 #include "tuner/calibration.h"
 #include "tuner/tuner_setup.h"
@@ -252,23 +251,19 @@ Result<Communicator::NetworkLinks> Communicator::setUpNetwork(TransportContext c
     if (p == rank_) continue;
     anyRemote |= remote(p);
     wantIb[p] = filter.allows(TransportKind::kIb) && (remote(p) || !shmAllowed);
+    wantSocket[p] = filter.allows(TransportKind::kSocket) && !viaShm(p);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<IbTransport> ibMade, IbTransport::create(ctx, wantIb));
-  IbTransport& ib = *ibMade;
-  transports_.push_back(std::move(ibMade));
+  // One exchange for both: TCP takes the pairs it is wanted for that RDMA does not link.
+  ASSIGN_OR_RETURN(NetworkTransports made, createNetworkTransports(ctx, wantIb, wantSocket));
+  IbTransport& ib = *made.ib;
+  SocketTransport& socket = *made.socket;
+  transports_.push_back(std::move(made.ib));
+  transports_.push_back(std::move(made.socket));
   const bool ibMissing = filter.allows(TransportKind::kIb) && !ib.unavailableReason().empty();
   if (ibMissing && anyRemote) {
     BRAID_LOG(*logger_, kInfo, kNet, "RDMA transport unavailable (%s): TCP sockets instead",
               ib.unavailableReason().c_str());
   }
-  for (int p = 0; p < nranks_; ++p) {
-    wantSocket[p] =
-        p != rank_ && filter.allows(TransportKind::kSocket) && !ib.canConnect(p) && !viaShm(p);
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<SocketTransport> socketMade,
-                   SocketTransport::create(ctx, wantSocket));
-  SocketTransport& socket = *socketMade;
-  transports_.push_back(std::move(socketMade));
 
   NetworkLinks links;
   std::vector<Transport*> transports(nranks_, nullptr);

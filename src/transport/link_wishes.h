@@ -4,7 +4,8 @@
 // the job), every rank sends a rule - every peer on another host, or none - and the few peers its
 // wishes break the rule for (usually none; sent in a second round only when some rank has any).
 // A pair is linked when either rank wants it, so both ends always agree. A transport may send a
-// small fixed-size card of its own (a listener address, a device's presence) in the same round.
+// small fixed-size card of its own (a listener address, a device's presence) in the same round,
+// and several transports share the round (network_links.h).
 #pragma once
 
 #include <cstddef>
@@ -27,9 +28,23 @@ struct LinkWishes {
   const uint8_t* card(int rank, size_t cardBytes) const { return cards.data() + rank * cardBytes; }
 };
 
-/// Collective over ctx.bootstrap: every rank calls it with the peers it wants (wanted[p]) and a
-/// card of cardBytes (the same size on every rank; may be 0). `what` ("socket transport") starts
-/// the errors. Host identities come from ctx.peers (none: every peer counts as on this host).
+/// One transport's part of an exchange: the peers this rank wants over it (wanted[p]) and a card
+/// of cardBytes (the same size on every rank; may be 0).
+struct WishSet {
+  std::vector<bool> wanted;
+  const void* card = nullptr;
+  size_t cardBytes = 0;
+};
+
+/// Collective over ctx.bootstrap: every rank calls it with the same number of sets, one per
+/// transport, and gets a LinkWishes per set, in one round (two when some rank's wishes break the
+/// rule in some set). `what` ("network transports") starts the errors. Host identities come from
+/// ctx.peers (none: every peer counts as on this host).
+Result<std::vector<LinkWishes>> exchangeLinkWishes(const TransportContext& ctx,
+                                                   const std::vector<WishSet>& sets,
+                                                   std::string_view what);
+
+/// The same for one transport.
 Result<LinkWishes> exchangeLinkWishes(const TransportContext& ctx, const std::vector<bool>& wanted,
                                       const void* card, size_t cardBytes, std::string_view what);
 

@@ -73,5 +73,54 @@ TEST(LinkWishes, NobodyWantsAnything) {
   expectAgreement({0, 1, 2}, [](int, int) { return false; });
 }
 
+// Two transports in one exchange: the first set fits the rule, the second breaks it on some
+// ranks, and their cards differ in size; each set is agreed as if it were exchanged alone.
+TEST(LinkWishes, SetsShareOneExchange) {
+  const std::vector<int> hosts = {0, 0, 1, 1, 2, 2};
+  const int n = static_cast<int>(hosts.size());
+  auto wantsFirst = [&](int a, int b) { return hosts[a] != hosts[b]; };
+  auto wantsSecond = [&](int a, int b) { return a != b && (a + b) % 3 == 0; };
+  const std::vector<Status> statuses =
+      onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
+        std::vector<PeerInfo> peers(n);
+        for (int p = 0; p < n; ++p) peers[p].hostHash = 100 + hosts[p];
+        TransportContext ctx;
+        ctx.bootstrap = &bootstrap;
+        ctx.rank = r;
+        ctx.nranks = n;
+        ctx.peers = &peers;
+        std::vector<bool> first(n, false), second(n, false);
+        for (int p = 0; p < n; ++p) {
+          first[p] = p != r && wantsFirst(r, p);
+          second[p] = p != r && wantsSecond(r, p);
+        }
+        const uint32_t small = uint32_t(r) * 7 + 1;
+        const uint64_t large = uint64_t(r) * 1000003 + 5;
+        ASSIGN_OR_RETURN(const std::vector<LinkWishes> got,
+                         exchangeLinkWishes(ctx,
+                                            {WishSet{first, &small, sizeof(small)},
+                                             WishSet{second, &large, sizeof(large)}},
+                                            "test"));
+        if (got.size() != 2) return internalError("not one result per set");
+        for (int p = 0; p < n; ++p) {
+          const bool one = p != r && (wantsFirst(r, p) || wantsFirst(p, r));
+          const bool two = p != r && (wantsSecond(r, p) || wantsSecond(p, r));
+          if (got[0].linked[p] != one || got[1].linked[p] != two) {
+            return internalError("rank " + std::to_string(r) + " links rank " + std::to_string(p) +
+                                 " wrongly");
+          }
+          uint32_t theirSmall = 0;
+          uint64_t theirLarge = 0;
+          std::memcpy(&theirSmall, got[0].card(p, sizeof(theirSmall)), sizeof(theirSmall));
+          std::memcpy(&theirLarge, got[1].card(p, sizeof(theirLarge)), sizeof(theirLarge));
+          if (theirSmall != uint32_t(p) * 7 + 1 || theirLarge != uint64_t(p) * 1000003 + 5) {
+            return internalError("rank " + std::to_string(p) + "'s cards are wrong");
+          }
+        }
+        return okStatus();
+      });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].message();
+}
+
 }  // namespace
 }  // namespace braid

@@ -3,6 +3,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/network_links.h"
 
 namespace braid {
 
@@ -27,17 +28,16 @@ Result<std::unique_ptr<StagedPath>> StagedPath::create(const TransportContext& c
   TransportContext own = ctx;
   own.rankWaker = &path->waker_;
   own.abort = &path->aborted_;
-  // Both factories are collective: every rank runs both, whatever they link.
+  // Collective: every rank sets up both, whatever they link.
   std::vector<bool> rdmaWanted(ctx.nranks, false);
-  for (int p = 0; p < ctx.nranks && p < static_cast<int>(wanted.size()); ++p) {
-    rdmaWanted[p] = media.rdma && wanted[p];
-  }
-  ASSIGN_OR_RETURN(path->rdma_, IbTransport::create(own, rdmaWanted));
   std::vector<bool> tcpWanted(ctx.nranks, false);
   for (int p = 0; p < ctx.nranks && p < static_cast<int>(wanted.size()); ++p) {
-    tcpWanted[p] = media.tcp && wanted[p] && !path->rdma_->canConnect(p);
+    rdmaWanted[p] = media.rdma && wanted[p];
+    tcpWanted[p] = media.tcp && wanted[p];
   }
-  ASSIGN_OR_RETURN(path->tcp_, SocketTransport::create(own, tcpWanted));
+  ASSIGN_OR_RETURN(NetworkTransports made, createNetworkTransports(own, rdmaWanted, tcpWanted));
+  path->rdma_ = std::move(made.ib);
+  path->tcp_ = std::move(made.socket);
   RETURN_IF_ERROR(path->rdma_->connectAll());
   RETURN_IF_ERROR(path->tcp_->connectAll());
   // A rank must not tear its listener down while a peer still opens streams to it: the set-up

@@ -112,10 +112,12 @@ TEST(MrCache, ReusesCoveringRegionsAndEvictsUnusedOnes) {
 
 // ---- Whole communicators over the fake fabric --------------------------------------------------
 
-/// Runs body on ranks as threads; rank r sits on host hostOf[r] and gets settings + its host id.
+/// Runs body on ranks as threads; rank r sits on host hostOf[r] and gets settings, its host id
+/// and ownSettings(r).
 std::vector<std::string> runThreads(
     const std::vector<int>& hostOf, const std::vector<std::string>& settings,
-    const std::function<std::string(int, int, braidComm_t&)>& body) {
+    const std::function<std::string(int, int, braidComm_t&)>& body,
+    const std::function<std::vector<std::string>(int)>& ownSettings = {}) {
   const int n = static_cast<int>(hostOf.size());
   std::vector<std::string> out(n);
   braidUniqueId id{};
@@ -125,6 +127,9 @@ std::vector<std::string> runThreads(
     threads.emplace_back([&, r] {
       Settings config;
       for (const std::string& s : settings) config.add(s);
+      if (ownSettings) {
+        for (const std::string& s : ownSettings(r)) config.add(s);
+      }
       config.add("BRAID_HOSTID=fake-host-" + std::to_string(hostOf[r]));
       config.add("BRAID_TIMEOUT=60");
       braidComm_t comm = nullptr;
@@ -237,6 +242,22 @@ TEST_F(FakeFabricComm, ExcludingIbKeepsItsHandsOffTheDevices) {
   }));
   EXPECT_EQ(fakeStats().qpsEverConnected, 0);
   EXPECT_EQ(fakeStats().writes, 0u);
+}
+
+// A rank that keeps off RDMA reaches the others over TCP while they reach each other over RDMA:
+// both network transports agree on their pairs in one exchange, and both ends of each pair alike.
+TEST_F(FakeFabricComm, RanksWithoutRdmaReachTheOthersOverTcp) {
+  setVerbsApiForTesting(fakeVerbs({FakeDevice{"mlx5_0", {ibPort(3)}}}));
+  const std::vector<CollCase> cases = conformanceCases(3, {273}, {});
+  expectAllEmpty(runThreads(
+      {0, 1, 2}, {}, [&](int r, int n, braidComm_t comm) { return runCases(comm, r, n, cases); },
+      [](int r) {
+        return r == 2 ? std::vector<std::string>{"BRAID_TRANSPORT=^ib"}
+                      : std::vector<std::string>{};
+      }));
+  // The ring of three uses every pair; only ranks 0 and 1 have a queue pair.
+  EXPECT_EQ(fakeStats().qpsEverConnected, 2);
+  EXPECT_GT(fakeStats().writes, 0u);
 }
 
 TEST_F(FakeFabricComm, PeerThatDisappearsFailsTheOthersWithRemoteError) {

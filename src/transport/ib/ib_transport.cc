@@ -18,36 +18,44 @@ namespace {
 constexpr std::string_view kKeyLabel = "braid ib transport v1";
 #endif
 
-/// What each rank tells the others with its wishes: whether it opened a usable port, and where it
-/// takes queue pair requests.
-struct Presence {
-  uint8_t ready = 0;  ///< 1: a usable port and a listener
-  uint8_t address[SocketAddress::kWireBytes] = {};
-};
-
 }  // namespace
 
-IbTransport::IbTransport(const TransportContext& ctx) : NetworkTransport(ctx, "RDMA") {}
+/// What prepare() opened for link(): the device, and the listener queue pairs are traded on.
+struct IbTransport::Opened {
+#if BRAID_HAVE_IBVERBS
+  std::unique_ptr<IbDevice> device;
+#endif
+  Socket listener;
+};
+
+IbTransport::IbTransport(const TransportContext& ctx)
+    : NetworkTransport(ctx, "RDMA"), opened_(std::make_unique<Opened>()) {}
 
 IbTransport::~IbTransport() = default;
 
 Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext& ctx,
                                                          const std::vector<bool>& wanted,
                                                          const VerbsApi* verbs) {
-  const int n = ctx.nranks;
-  const int me = ctx.rank;
+  std::unique_ptr<IbTransport> t = prepare(ctx, wanted, verbs);
+  ASSIGN_OR_RETURN(std::vector<LinkWishes> wishes,
+                   exchangeLinkWishes(ctx, {t->wishes()}, "RDMA transport"));
+  RETURN_IF_ERROR(t->link(ctx, wishes.front()));
+  return t;
+}
+
+std::unique_ptr<IbTransport> IbTransport::prepare(const TransportContext& ctx,
+                                                  const std::vector<bool>& wanted,
+                                                  const VerbsApi* verbs) {
   std::unique_ptr<IbTransport> t(new IbTransport(ctx));
-  t->nranks_ = n;
+  t->nranks_ = ctx.nranks;
+  t->wanted_ = wanted;
+  t->wanted_.resize(size_t(ctx.nranks), false);
 
   // A rank opens its device when it wants some peer over RDMA, and says so with its wishes, in
   // one round: a pair links when either rank wants it and both have a port, so a rank that
   // wants no one leaves its partners to TCP rather than costing every rank a second round.
   const bool needed = std::find(wanted.begin(), wanted.end(), true) != wanted.end();
-
-  Presence mine;
 #if BRAID_HAVE_IBVERBS
-  std::unique_ptr<IbDevice> device;
-  Socket listener;
   if (needed) {
     const VerbsApi* api = verbs;
     if (api == nullptr) {
@@ -61,34 +69,40 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
       Result<std::unique_ptr<IbDevice>> opened =
           IbDevice::open(*api, ctx.config->ibHca, ctx.config->ibGidIndex);
       if (opened.ok())
-        device = std::move(opened).value();
+        t->opened_->device = std::move(opened).value();
       else
         t->unavailable_ = opened.status().message();
     }
   }
-  if (device) {
+  if (t->opened_->device) {
     // Queue pairs are traded over TCP, like the socket transport's streams: the bootstrap is not
-    // ours to use after create() (its calls must not overlap, and its owner's calls go on).
+    // ours to use after the exchange (its calls must not overlap, and its owner's calls go on).
     Result<Socket> l = listenOnTransportInterface(ctx.config->socketIfname);
     Result<SocketAddress> a = l.ok() ? l->localAddress() : Result<SocketAddress>(l.status());
     if (a.ok()) {
-      listener = std::move(l).value();
-      a->toWire(mine.address);
-      mine.ready = 1;
+      t->opened_->listener = std::move(l).value();
+      a->toWire(t->card_.address);
+      t->card_.ready = 1;
     } else {
       t->unavailable_ = "no listener for the queue pair exchange: " + a.status().message();
-      device.reset();
+      t->opened_->device.reset();
     }
   }
 #else
   (void)verbs;
   if (needed) t->unavailable_ = "built without the libibverbs headers (Meson option ibverbs)";
 #endif
+  return t;
+}
 
-  ASSIGN_OR_RETURN(const LinkWishes wishes,
-                   exchangeLinkWishes(ctx, wanted, &mine, sizeof(mine), "RDMA transport"));
-  std::vector<Presence> presence(n);
-  std::memcpy(presence.data(), wishes.cards.data(), sizeof(Presence) * size_t(n));
+WishSet IbTransport::wishes() const { return WishSet{wanted_, &card_, sizeof(card_)}; }
+
+Status IbTransport::link(const TransportContext& ctx, const LinkWishes& wishes) {
+  const int n = ctx.nranks;
+  const int me = ctx.rank;
+  if (!opened_) return internalError("RDMA transport: link() called twice");
+  std::vector<Card> presence(n);
+  std::memcpy(presence.data(), wishes.cards.data(), sizeof(Card) * size_t(n));
   MeshPlan plan;
   plan.rank = me;
   plan.addresses.resize(n);
@@ -96,18 +110,19 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
   std::vector<bool> linked(n, false);
   int linkedPeers = 0;
   for (int p = 0; p < n; ++p) {
-    if (!wishes.linked[p] || !mine.ready || !presence[p].ready) continue;
+    if (!wishes.linked[p] || !card_.ready || !presence[p].ready) continue;
     ASSIGN_OR_RETURN(plan.addresses[p], SocketAddress::fromWire(presence[p].address));
     plan.streams[p] = 1;
     linked[p] = true;
     ++linkedPeers;
   }
-  t->setLinkedPeers(linkedPeers);
+  setLinkedPeers(linkedPeers);
 
 #if BRAID_HAVE_IBVERBS
+  std::unique_ptr<IbDevice> device = std::move(opened_->device);
   if (device) {
-    t->device_ = device->description();
-    t->dmabufWhyNot_ =
+    deviceName_ = device->description();
+    dmabufWhyNot_ =
         device->api().regDmabufMr != nullptr ? "" : "this libibverbs has no ibv_reg_dmabuf_mr";
   }
   if (linkedPeers > 0) {
@@ -117,22 +132,23 @@ Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext&
         IbProxy::create(std::move(options), linked, std::move(device));
     if (!made.ok()) return made.status().withContext("RDMA transport");
     IbProxy* raw = made.value().get();
-    t->setProxy(std::move(made).value());
+    setProxy(std::move(made).value());
     ASSIGN_OR_RETURN(const Secret key, ctx.bootstrap->deriveKey(kKeyLabel));
     QpConnectorTimes times;
     times.timeoutSeconds = ctx.config->timeoutSeconds;
     times.peerTimeoutSeconds = ctx.config->peerTimeoutSeconds;
     times.abort = ctx.abort;
-    ASSIGN_OR_RETURN(t->connector_, QpConnector::start(raw, std::move(listener), key,
-                                                       std::move(plan), std::move(names), times));
+    ASSIGN_OR_RETURN(connector_, QpConnector::start(raw, std::move(opened_->listener), key,
+                                                    std::move(plan), std::move(names), times));
     if (ctx.logger != nullptr) {
       BRAID_LOG(*ctx.logger, kInfo, kNet,
-                "RDMA transport on %s: %d peers linked, opened on first use", t->device_.c_str(),
+                "RDMA transport on %s: %d peers linked, opened on first use", deviceName_.c_str(),
                 linkedPeers);
     }
   }
 #endif
-  return t;
+  opened_.reset();  // a listener nobody will connect to goes now
+  return okStatus();
 }
 
 Status IbTransport::connectForSend(int peer) { return connector_->connect(peer); }

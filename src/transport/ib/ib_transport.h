@@ -2,13 +2,14 @@
 // run time (verbs_api.h), so the library runs where rdma-core is absent.
 //
 // Every rank that some pair may need opens the first active port of the first device BRAID_IB_HCA
-// allows (ib_device.h) and allocates a protection domain. create() exchanges O(1) bytes per rank:
-// which peers it links, as a rule and its exceptions (link_wishes.h), then whether it has a usable
-// port and the address of the TCP listener it takes queue pair requests on. Queue pairs are made on
+// allows (ib_device.h) and allocates a protection domain. Set-up exchanges O(1) bytes per rank,
+// in one round with the socket transport's (network_links.h): which peers it links, as a rule
+// and its exceptions (link_wishes.h), then whether it has a usable port and the address of the
+// TCP listener it takes queue pair requests on. Queue pairs are made on
 // first use: the first send or receive FIFO to a peer makes the pair's reliable-connected queue
 // pair, completion queue and control block and trades the halves (numbers, LID, GID, where the
 // control block is) with that peer alone (qp_connector.h), so a rank holds verbs resources only for
-// the peers its plans and sends use, and nothing after create() is collective.
+// the peers its plans and sends use, and nothing after the exchange is collective.
 //
 // Data path, driven by one proxy thread per communicator (ib_proxy.h): both FIFOs of a (peer,
 // channel) live in registered local memory. When the rank posts a slot the proxy RDMA-writes its
@@ -29,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/socket.h"
+#include "transport/link_wishes.h"
 #include "transport/network_transport.h"
 
 namespace braid {
@@ -41,10 +44,19 @@ class IbTransport final : public NetworkTransport {
   /// Collective over ctx.bootstrap: every rank calls it, with wanted[p] set for the peers it
   /// would reach over RDMA (possibly none). A pair is linked when both ranks have a usable port
   /// and either wants it; its queue pair comes on first use. verbs: the function table to use;
-  /// nullptr loads libibverbs.
+  /// nullptr loads libibverbs. The same as prepare(), exchangeLinkWishes() alone, then link().
   static Result<std::unique_ptr<IbTransport>> create(const TransportContext& ctx,
                                                      const std::vector<bool>& wanted,
                                                      const VerbsApi* verbs = nullptr);
+  /// The steps of create() for an exchange shared with other transports (network_links.h).
+  /// prepare() opens the device where this rank wants some peer (exchanging nothing); wishes()
+  /// is its part of the exchange (wanted, and whether it has a usable port and where it takes
+  /// queue pair requests); link() takes what the exchange agreed, once.
+  static std::unique_ptr<IbTransport> prepare(const TransportContext& ctx,
+                                              const std::vector<bool>& wanted,
+                                              const VerbsApi* verbs = nullptr);
+  WishSet wishes() const;
+  Status link(const TransportContext& ctx, const LinkWishes& wishes);
   ~IbTransport() override;
 
   std::string_view name() const override { return "ib"; }
@@ -56,20 +68,31 @@ class IbTransport final : public NetworkTransport {
   /// Peers whose queue pairs are connected so far.
   int connectedPeers() const;
   /// "mlx5_0:1 (RoCE, GID 3)" and the like, for logs.
-  const std::string& deviceDescription() const { return device_; }
+  const std::string& deviceDescription() const { return deviceName_; }
   /// Why this rank's RDMA stack cannot register device memory exported as a dma-buf ("" if it
   /// can), for GPUDirect RDMA (gdr_policy.h).
   const std::string& dmabufWhyNot() const { return dmabufWhyNot_; }
 
  private:
+  /// What each rank tells the others with its wishes: whether it opened a usable port, and where
+  /// it takes queue pair requests.
+  struct Card {
+    uint8_t ready = 0;  ///< 1: a usable port and a listener
+    uint8_t address[SocketAddress::kWireBytes] = {};
+  };
+  struct Opened;
+
   explicit IbTransport(const TransportContext& ctx);
 
   Status connectForSend(int peer) override;
   Status connectForRecv(int peer) override;
 
   int nranks_ = 0;
+  std::vector<bool> wanted_;
+  Card card_;
+  std::unique_ptr<Opened> opened_;  ///< from prepare() until link()
   std::string unavailable_;
-  std::string device_;
+  std::string deviceName_;
   std::string dmabufWhyNot_ = "no RDMA device";
   /// Last member: stops accepting queue pair requests before the rest goes.
   std::unique_ptr<QpConnector> connector_;

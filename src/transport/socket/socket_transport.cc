@@ -15,54 +15,52 @@ namespace {
 
 constexpr std::string_view kKeyLabel = "braid socket transport v1";
 
-/// What each rank tells the others besides its wishes (link_wishes.h): where it listens and how
-/// many streams it opens per peer.
-struct Hello {
-  uint8_t address[SocketAddress::kWireBytes];
-  uint32_t nstreams;
-  uint32_t listening;  ///< 0 when this rank could not open a listener
-};
-
 }  // namespace
 
 Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const TransportContext& ctx,
                                                                  const std::vector<bool>& wanted) {
-  const int n = ctx.nranks;
-  const int me = ctx.rank;
-  std::unique_ptr<SocketTransport> t(new SocketTransport(ctx));
-  const double timeout = ctx.config->timeoutSeconds;
+  std::unique_ptr<SocketTransport> t = prepare(ctx, wanted);
+  ASSIGN_OR_RETURN(std::vector<LinkWishes> wishes,
+                   exchangeLinkWishes(ctx, {t->wishes()}, "socket transport"));
+  RETURN_IF_ERROR(t->link(ctx, wishes.front(), {}));
+  return t;
+}
 
+std::unique_ptr<SocketTransport> SocketTransport::prepare(const TransportContext& ctx,
+                                                          const std::vector<bool>& wanted) {
+  std::unique_ptr<SocketTransport> t(new SocketTransport(ctx));
+  t->wanted_ = wanted;
+  t->wanted_.resize(size_t(ctx.nranks), false);
   // Listen first (the address goes into the exchange); a failure here only matters if some pair
   // needs this rank, which is known after the exchange, so every rank still takes part in it.
-  Socket listener;
-  Status listenStatus;
-  SocketAddress address;
-  {
-    Result<Socket> l = listenOnTransportInterface(ctx.config->socketIfname);
-    Result<SocketAddress> a = l.ok() ? l->localAddress() : Result<SocketAddress>(l.status());
-    if (a.ok()) {
-      listener = std::move(l).value();
-      address = a.value();
-    } else {
-      listenStatus = a.status();
-    }
+  Result<Socket> l = listenOnTransportInterface(ctx.config->socketIfname);
+  Result<SocketAddress> a = l.ok() ? l->localAddress() : Result<SocketAddress>(l.status());
+  if (a.ok() && a->valid()) {
+    t->listener_ = std::move(l).value();
+    t->listenAddress_ = a.value();
+    a->toWire(t->card_.address);
+    t->card_.listening = 1;
+  } else {
+    t->listenStatus_ = a.ok() ? systemError("no address to listen on") : a.status();
   }
+  t->card_.nstreams = static_cast<uint32_t>(ctx.config->socketNstreams);
+  return t;
+}
 
-  Hello mine{};
-  if (listenStatus.ok() && address.valid()) {
-    address.toWire(mine.address);
-    mine.listening = 1;
-  }
-  mine.nstreams = static_cast<uint32_t>(ctx.config->socketNstreams);
-  ASSIGN_OR_RETURN(const LinkWishes wishes,
-                   exchangeLinkWishes(ctx, wanted, &mine, sizeof(mine), "socket transport"));
-  auto helloOf = [&](int p) {
-    Hello h;
-    std::memcpy(&h, wishes.card(p, sizeof(Hello)), sizeof(h));
-    return h;
+WishSet SocketTransport::wishes() const { return WishSet{wanted_, &card_, sizeof(card_)}; }
+
+Status SocketTransport::link(const TransportContext& ctx, const LinkWishes& wishes,
+                             const std::vector<bool>& linkedElsewhere) {
+  const int n = ctx.nranks;
+  const int me = ctx.rank;
+  const double timeout = ctx.config->timeoutSeconds;
+  auto cardOf = [&](int p) {
+    Card c;
+    std::memcpy(&c, wishes.card(p, sizeof(Card)), sizeof(c));
+    return c;
   };
 
-  MeshPlan& plan = t->plan_;
+  MeshPlan& plan = plan_;
   plan.rank = me;
   plan.addresses.resize(n);
   plan.streams.assign(n, 0);
@@ -70,36 +68,37 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
   int linkedPeers = 0;
   for (int p = 0; p < n; ++p) {
     if (!wishes.linked[p]) continue;
-    const Hello h = helloOf(p);
+    if (p < int(linkedElsewhere.size()) && linkedElsewhere[p]) continue;
+    const Card h = cardOf(p);
     if (!h.listening) {
       return systemError("socket transport: rank " + std::to_string(p) +
                          " could not open a TCP listener");
     }
-    if (!listenStatus.ok()) return listenStatus.withContext("socket transport: listening");
+    if (!listenStatus_.ok()) return listenStatus_.withContext("socket transport: listening");
     ASSIGN_OR_RETURN(plan.addresses[p], SocketAddress::fromWire(h.address));
     // Both ends must agree on the count: the smaller wish wins.
     plan.streams[p] =
-        static_cast<int>(std::clamp<uint32_t>(std::min(mine.nstreams, h.nstreams), 1, 16));
+        static_cast<int>(std::clamp<uint32_t>(std::min(card_.nstreams, h.nstreams), 1, 16));
     linked[p] = true;
     ++linkedPeers;
-    t->streamsPerPeer_ = std::max(t->streamsPerPeer_, plan.streams[p]);
+    streamsPerPeer_ = std::max(streamsPerPeer_, plan.streams[p]);
   }
-  t->address_ = address.valid() ? address.toString() : "none";
-  t->setLinkedPeers(linkedPeers);
-  t->timeoutSeconds_ = timeout;
-  t->abort_ = ctx.abort;
-  t->connected_ = std::make_unique<std::atomic<bool>[]>(n);
-  t->peerTimeoutSeconds_ = ctx.config->peerTimeoutSeconds;
+  address_ = listenAddress_.valid() ? listenAddress_.toString() : "none";
+  setLinkedPeers(linkedPeers);
+  timeoutSeconds_ = timeout;
+  abort_ = ctx.abort;
+  connected_ = std::make_unique<std::atomic<bool>[]>(n);
+  peerTimeoutSeconds_ = ctx.config->peerTimeoutSeconds;
 
   ASSIGN_OR_RETURN(std::unique_ptr<SocketProxy> proxy,
                    SocketProxy::start(proxyOptions(ctx), linked));
-  t->proxy_ = proxy.get();
-  t->setProxy(std::move(proxy));
+  proxy_ = proxy.get();
+  setProxy(std::move(proxy));
   if (linkedPeers > 0) {
-    ASSIGN_OR_RETURN(t->key_, ctx.bootstrap->deriveKey(kKeyLabel));
-    SocketTransport* raw = t.get();
-    ASSIGN_OR_RETURN(t->acceptor_,
-                     StreamAcceptor::start(std::move(listener), t->key_, plan,
+    ASSIGN_OR_RETURN(key_, ctx.bootstrap->deriveKey(kKeyLabel));
+    SocketTransport* raw = this;
+    ASSIGN_OR_RETURN(acceptor_,
+                     StreamAcceptor::start(std::move(listener_), key_, plan,
                                            /*handshakeSeconds=*/5, [raw](PeerStream stream) {
                                              raw->connected_[stream.peer].store(true);
                                              raw->adopt(std::move(stream));
@@ -107,10 +106,11 @@ Result<std::unique_ptr<SocketTransport>> SocketTransport::create(const Transport
     if (ctx.logger != nullptr) {
       BRAID_LOG(*ctx.logger, kInfo, kNet,
                 "socket transport on %s: %d peers linked, %d streams each, opened on first use",
-                t->address_.c_str(), linkedPeers, t->streamsPerPeer_);
+                address_.c_str(), linkedPeers, streamsPerPeer_);
     }
   }
-  return t;
+  listener_ = Socket();  // unused: nobody will connect
+  return okStatus();
 }
 
 Status SocketTransport::connectForSend(int peer) {
