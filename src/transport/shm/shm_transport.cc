@@ -95,7 +95,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::makeInbox(const TransportCon
   return t;
 }
 
-Status ShmTransport::connect(const TransportContext& ctx) {
+Status ShmTransport::connect(const TransportContext& ctx, const std::function<Status()>& barrier) {
   const std::vector<PeerInfo>& peers = *ctx.peers;
   const PeerInfo& self = peers[ctx.rank];
   const size_t bytes = inboxes_[ctx.rank].size();
@@ -143,8 +143,8 @@ Status ShmTransport::connect(const TransportContext& ctx) {
   waker.hostRanks = static_cast<uint32_t>(hostRanks);
   waker.hostCpus = static_cast<uint32_t>(CPU_COUNT(&hostCpus));
   // Which peers' shared buffers this rank can map, as bits in its own inbox that its host's ranks
-  // read after the barrier (a barrier too: everyone has mapped everything it needs, so the names
-  // can go). A sender lends only what its receiver reads; nothing here grows with n^2.
+  // read after the barrier (after which everyone has mapped everything it needs, so the names can
+  // go). A sender lends only what its receiver reads; nothing here grows with n^2.
   uint8_t* myReadable = readableMap(ctx.rank);
   for (int r = 0; r < ctx.nranks; ++r) {
     if (r == ctx.rank || inboxes_[r].data() == nullptr) continue;
@@ -153,7 +153,7 @@ Status ShmTransport::connect(const TransportContext& ctx) {
     }
   }
   std::atomic_thread_fence(std::memory_order_release);
-  Status gathered = ctx.bootstrap->barrier();
+  Status gathered = barrier();
   std::atomic_thread_fence(std::memory_order_acquire);
   inboxes_[ctx.rank].unlink();
   if (probeFd_ >= 0) close(probeFd_);

@@ -8,6 +8,7 @@
 // rather than copied (shared_buffers.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,9 +30,12 @@ class ShmTransport final : public Transport {
   /// exchanges nothing.
   static Result<std::unique_ptr<ShmTransport>> makeInbox(const TransportContext& ctx,
                                                          PeerInfo& self);
-  /// Then, once ctx.peers holds every rank's PeerInfo, maps the inboxes of the peers on this host.
-  /// Collective over ctx.bootstrap (a barrier): every rank of the communicator must call it.
-  Status connect(const TransportContext& ctx);
+  /// Then, once ctx.peers holds every rank's PeerInfo, maps the inboxes of the peers on this host,
+  /// runs `barrier` and only then lets its inbox's name go and sets up what peers lend each other
+  /// (both need every rank to have mapped what it maps). `barrier` is any collective every rank
+  /// runs (the communicator's next exchange, which canConnect() may already inform); what it
+  /// returns, connect returns. Every rank of the communicator must call it.
+  Status connect(const TransportContext& ctx, const std::function<Status()>& barrier);
   ~ShmTransport() override;
 
   std::string_view name() const override { return "shm"; }
