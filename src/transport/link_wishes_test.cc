@@ -14,19 +14,28 @@ namespace {
 
 constexpr double kTimeout = 30;
 
+/// Rank r's context among ranks on hosts hostOf; `peers` holds their host identities.
+TransportContext contextOn(const std::vector<int>& hostOf, int r, Bootstrap& bootstrap,
+                           std::vector<PeerInfo>& peers) {
+  const int n = static_cast<int>(hostOf.size());
+  peers.assign(n, PeerInfo{});
+  for (int p = 0; p < n; ++p) peers[p].hostHash = 100 + hostOf[p];
+  TransportContext ctx;
+  ctx.bootstrap = &bootstrap;
+  ctx.rank = r;
+  ctx.nranks = n;
+  ctx.peers = &peers;
+  return ctx;
+}
+
 /// Runs the exchange on n ranks on hosts hostOf, rank r wanting p when wants(r, p), and checks
 /// that each rank links exactly the pairs either end wants and sees each rank's card (r * 7 + 1).
 void expectAgreement(const std::vector<int>& hostOf, const std::function<bool(int, int)>& wants) {
   const int n = static_cast<int>(hostOf.size());
   const std::vector<Status> statuses =
       onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
-        std::vector<PeerInfo> peers(n);
-        for (int p = 0; p < n; ++p) peers[p].hostHash = 100 + hostOf[p];
-        TransportContext ctx;
-        ctx.bootstrap = &bootstrap;
-        ctx.rank = r;
-        ctx.nranks = n;
-        ctx.peers = &peers;
+        std::vector<PeerInfo> peers;
+        const TransportContext ctx = contextOn(hostOf, r, bootstrap, peers);
         std::vector<bool> wanted(n, false);
         for (int p = 0; p < n; ++p) wanted[p] = p != r && wants(r, p);
         const uint32_t card = uint32_t(r) * 7 + 1;
@@ -82,13 +91,8 @@ TEST(LinkWishes, SetsShareOneExchange) {
   auto wantsSecond = [&](int a, int b) { return a != b && (a + b) % 3 == 0; };
   const std::vector<Status> statuses =
       onBootstrapThreads(n, kTimeout, [&](int r, Bootstrap& bootstrap) -> Status {
-        std::vector<PeerInfo> peers(n);
-        for (int p = 0; p < n; ++p) peers[p].hostHash = 100 + hosts[p];
-        TransportContext ctx;
-        ctx.bootstrap = &bootstrap;
-        ctx.rank = r;
-        ctx.nranks = n;
-        ctx.peers = &peers;
+        std::vector<PeerInfo> peers;
+        const TransportContext ctx = contextOn(hosts, r, bootstrap, peers);
         std::vector<bool> first(n, false), second(n, false);
         for (int p = 0; p < n; ++p) {
           first[p] = p != r && wantsFirst(r, p);
