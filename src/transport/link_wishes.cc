@@ -115,11 +115,4 @@ Result<std::vector<LinkWishes>> exchangeLinkWishes(const TransportContext& ctx,
   return out;
 }
 
-Result<LinkWishes> exchangeLinkWishes(const TransportContext& ctx, const std::vector<bool>& wanted,
-                                      const void* card, size_t cardBytes, std::string_view what) {
-  ASSIGN_OR_RETURN(std::vector<LinkWishes> one,
-                   exchangeLinkWishes(ctx, {WishSet{wanted, card, cardBytes}}, what));
-  return std::move(one.front());
-}
-
 }  // namespace braid

@@ -44,8 +44,4 @@ Result<std::vector<LinkWishes>> exchangeLinkWishes(const TransportContext& ctx,
                                                    const std::vector<WishSet>& sets,
                                                    std::string_view what);
 
-/// The same for one transport.
-Result<LinkWishes> exchangeLinkWishes(const TransportContext& ctx, const std::vector<bool>& wanted,
-                                      const void* card, size_t cardBytes, std::string_view what);
-
 }  // namespace braid

@@ -39,8 +39,9 @@ void expectAgreement(const std::vector<int>& hostOf, const std::function<bool(in
         std::vector<bool> wanted(n, false);
         for (int p = 0; p < n; ++p) wanted[p] = p != r && wants(r, p);
         const uint32_t card = uint32_t(r) * 7 + 1;
-        ASSIGN_OR_RETURN(const LinkWishes got,
-                         exchangeLinkWishes(ctx, wanted, &card, sizeof(card), "test"));
+        ASSIGN_OR_RETURN(const std::vector<LinkWishes> sets,
+                         exchangeLinkWishes(ctx, {WishSet{wanted, &card, sizeof(card)}}, "test"));
+        const LinkWishes& got = sets.front();
         for (int p = 0; p < n; ++p) {
           const bool expected = p != r && (wants(r, p) || wants(p, r));
           if (got.linked[p] != expected) {

@@ -25,7 +25,7 @@ struct NetworkTransports {
 /// (ibWanted) and over TCP (socketWanted, whether or not RDMA also reaches them). The RDMA
 /// transport links the pairs either end wants over it where both have a usable port; the socket
 /// transport the pairs either end wants over TCP that RDMA does not link. verbs: as
-/// IbTransport::create's.
+/// IbTransport::prepare's.
 Result<NetworkTransports> createNetworkTransports(const TransportContext& ctx,
                                                   const std::vector<bool>& ibWanted,
                                                   const std::vector<bool>& socketWanted,

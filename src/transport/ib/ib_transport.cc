@@ -33,16 +33,6 @@ IbTransport::IbTransport(const TransportContext& ctx)
 
 IbTransport::~IbTransport() = default;
 
-Result<std::unique_ptr<IbTransport>> IbTransport::create(const TransportContext& ctx,
-                                                         const std::vector<bool>& wanted,
-                                                         const VerbsApi* verbs) {
-  std::unique_ptr<IbTransport> t = prepare(ctx, wanted, verbs);
-  ASSIGN_OR_RETURN(std::vector<LinkWishes> wishes,
-                   exchangeLinkWishes(ctx, {t->wishes()}, "RDMA transport"));
-  RETURN_IF_ERROR(t->link(ctx, wishes.front()));
-  return t;
-}
-
 std::unique_ptr<IbTransport> IbTransport::prepare(const TransportContext& ctx,
                                                   const std::vector<bool>& wanted,
                                                   const VerbsApi* verbs) {

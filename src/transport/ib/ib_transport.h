@@ -41,17 +41,13 @@ class QpConnector;
 
 class IbTransport final : public NetworkTransport {
  public:
-  /// Collective over ctx.bootstrap: every rank calls it, with wanted[p] set for the peers it
-  /// would reach over RDMA (possibly none). A pair is linked when both ranks have a usable port
-  /// and either wants it; its queue pair comes on first use. verbs: the function table to use;
-  /// nullptr loads libibverbs. The same as prepare(), exchangeLinkWishes() alone, then link().
-  static Result<std::unique_ptr<IbTransport>> create(const TransportContext& ctx,
-                                                     const std::vector<bool>& wanted,
-                                                     const VerbsApi* verbs = nullptr);
-  /// The steps of create() for an exchange shared with other transports (network_links.h).
-  /// prepare() opens the device where this rank wants some peer (exchanging nothing); wishes()
-  /// is its part of the exchange (wanted, and whether it has a usable port and where it takes
-  /// queue pair requests); link() takes what the exchange agreed, once.
+  /// Set-up in three steps around an exchange shared with the socket transport
+  /// (createNetworkTransports, network_links.h, collective over ctx.bootstrap). prepare() opens
+  /// the device where this rank wants some peer over RDMA (wanted[p]; possibly none), exchanging
+  /// nothing; verbs: the function table to use, nullptr loads libibverbs. wishes() is its part of
+  /// the exchange (wanted, whether it has a usable port, where it takes queue pair requests).
+  /// link() takes what the exchange agreed, once: a pair is linked when both ranks have a usable
+  /// port and either wants it; its queue pair comes on first use.
   static std::unique_ptr<IbTransport> prepare(const TransportContext& ctx,
                                               const std::vector<bool>& wanted,
                                               const VerbsApi* verbs = nullptr);

@@ -54,6 +54,7 @@ Status SocketTransport::link(const TransportContext& ctx, const LinkWishes& wish
   const int n = ctx.nranks;
   const int me = ctx.rank;
   const double timeout = ctx.config->timeoutSeconds;
+  if (proxy_ != nullptr) return internalError("socket transport: link() called twice");
   auto cardOf = [&](int p) {
     Card c;
     std::memcpy(&c, wishes.card(p, sizeof(Card)), sizeof(c));
