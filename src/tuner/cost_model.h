@@ -13,6 +13,7 @@
 // (calibration.h). Where each comes from: docs/performance-notes.md#the-cost-models-constants.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -86,6 +87,15 @@ class CostModel {
   Result<double> predict(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                          int nchannels) const;
 
+  /// An all-reduce by rd or rhd over a rank count that is not a power of two, in hosts alike
+  /// of an even rank count, priced as the same call among the largest power of two below, in
+  /// hosts like these and in hosts of half their ranks (folded hosts work with half; the slower
+  /// of the two), plus the fold's reduce into a neighbour and broadcast back between two ranks of
+  /// a host. predict() prices such calls so from kFoldPricedFromRanks ranks on; an error for any
+  /// other call.
+  Result<double> predictFolded(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
+                               int nchannels) const;
+
   /// The longest message predict simulates whole with this chunk and channel count; longer ones
   /// are priced from simulations of spans that every longer size shares (so a caller costing
   /// many sizes keeps those on one model). Depends on the rank count and the arguments alone.
@@ -109,6 +119,10 @@ class CostModel {
   /// by host and all of them hold over `maxSteps` steps (the call is then not priced).
   Result<CallPlans> plansFor(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                              int nchannels, uint64_t maxSteps) const;
+  /// The most steps of any plan among the first host's (given) and the last host's: ranks that
+  /// fold into a neighbour (rd, rhd) or hosts that fold into another (hier_rhd) have few, so the
+  /// first host alone may hold none of the plans that cost the simulation most.
+  size_t largestPlanSteps(PlanRequest request, const std::vector<Plan>& firstHost) const;
   /// plansFor, shared with the last few callers that asked for the same call: a long message's
   /// spans are simulated once per cache tier, and their plans need building once.
   Result<std::shared_ptr<const CallPlans>> recentPlansFor(Collective coll, Algorithm algo,
@@ -144,8 +158,23 @@ class CostModel {
   /// slots of the ranks sharing a core stay well inside its cache, all once they fill half.
   double switchShare(Collective coll, uint64_t bytes, uint64_t slotBytes) const;
 
+  /// Whether predictFolded prices this call.
+  bool foldsBeyondPowerOfTwo(Collective coll, Algorithm algo) const;
+  /// The machines predictFolded prices its parts on.
+  enum class FoldPart : uint8_t {
+    kRanksToPowerOfTwo,      ///< a power of two of ranks in hosts like the first
+    kHalfHostsToPowerOfTwo,  ///< the same in hosts of half the ranks, as folded hosts work
+    kPairInHost,             ///< two ranks of one host
+  };
+  /// The model of one part, made on first use and kept in the memo.
+  Result<std::shared_ptr<const CostModel>> foldModel(FoldPart part) const;
+
   /// Simulations of long messages, shared by copies of the model.
   struct Memo {
+    /// predictFolded's models, by FoldPart; a mutex of their own, as their predictions lock
+    /// their own memos.
+    std::mutex foldMutex;
+    std::array<std::shared_ptr<const CostModel>, 3> foldModels;
     std::mutex mutex;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, int>, double> times;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>, uint64_t> slots;
@@ -165,6 +194,7 @@ class CostModel {
   /// Ranks per host where the machine repeats host by host (hosts contiguous in rank order and
   /// alike, rings in rank order), else 0: then a call's plans are priced from one host's.
   int period_ = 0;
+  std::vector<RankPlacement> firstHost_;  ///< where period_ > 0: the first host's ranks
   std::string key_;
   std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();
 };

@@ -456,6 +456,55 @@ TEST(CostModel, UnevenBlocksArePricedAtTheNextEvenCount) {
   }
 }
 
+// An all-reduce by rd or rhd over 96 ranks folds 32 of them into neighbours first; priced from
+// machines of 64 ranks plus the fold's hand-offs, it lands near the simulation of every rank's
+// plans (here within 10%; docs/scale.md#folds-priced-from-a-power-of-two has more machines).
+TEST(CostModel, FoldedRanksArePricedNearEveryRanksPlans) {
+  const HostsAlike models = hostsAlike(12, 8, 1);
+  for (Algorithm algo : {Algorithm::kRd, Algorithm::kRhd}) {
+    for (uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{8} << 20}) {
+      Result<double> folded =
+          models.periodic.predictFolded(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
+      Result<double> full = models.full.predict(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
+      ASSERT_TRUE(folded.ok()) << folded.status().message();
+      ASSERT_TRUE(full.ok()) << full.status().message();
+      EXPECT_NEAR(*folded, *full, 0.15 * *full) << algorithmName(algo) << " " << bytes << " B";
+    }
+  }
+}
+
+// From 256 ranks on, predict prices those calls so; nothing else is priced that way.
+TEST(CostModel, FoldedRanksArePricedFromAPowerOfTwoAtScale) {
+  const HostsAlike models = hostsAlike(33, 8, 1);  // 264 ranks: 256 and 8 folded in
+  for (Algorithm algo : {Algorithm::kRd, Algorithm::kRhd}) {
+    for (uint64_t bytes : {uint64_t{64}, uint64_t{4} << 20}) {
+      Result<double> priced =
+          models.periodic.predict(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
+      Result<double> folded =
+          models.periodic.predictFolded(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
+      ASSERT_TRUE(priced.ok()) << priced.status().message();
+      ASSERT_TRUE(folded.ok()) << folded.status().message();
+      EXPECT_EQ(*priced, *folded) << algorithmName(algo) << " " << bytes << " B";
+    }
+  }
+  EXPECT_FALSE(
+      models.periodic.predictFolded(Collective::kAllReduce, Algorithm::kRing, 4096, 128 << 10, 2)
+          .ok());
+  EXPECT_FALSE(
+      models.periodic.predictFolded(Collective::kReduceScatter, Algorithm::kRhd, 64, 128 << 10, 2)
+          .ok());
+  const HostsAlike power = hostsAlike(8, 8, 1);
+  Result<double> none =
+      power.periodic.predictFolded(Collective::kAllReduce, Algorithm::kRd, 64, 128 << 10, 2);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("folds no ranks"), std::string::npos)
+      << none.status().message();
+  EXPECT_FALSE(models
+                   .full  // an explicit ring order: hosts not known alike
+                   .predictFolded(Collective::kAllReduce, Algorithm::kRd, 64, 128 << 10, 2)
+                   .ok());
+}
+
 // Reduce-scatter rhd at 1000 ranks folds ranks in pairs first, so its plans repeat neither by
 // shift nor by XOR, and each has O(n) steps: too many to simulate all, so it is no candidate
 // there; the ring beside it, whose plans repeat, is priced.

@@ -10,7 +10,7 @@
 //   network links).
 // BM_TunerShareHostsOf16/<nranks>: the same over hosts of 16 (braid-scale-init's 256 ranks).
 // BM_TunerShareOwnCores/<nranks>: hosts of 8 ranks with a core each (1000 ranks against 1024:
-//   what a rank count that is not a power of two costs).
+//   what a rank count that is not a power of two costs; 3000 takes minutes and GBs).
 // BM_Predict/<log2 bytes>: one all-reduce ring prediction of 4 ranks, 128 KiB chunks, 2 channels.
 //   braid_benchmarks --benchmark_filter='BM_TunerCreate|BM_Predict'
 #include <benchmark/benchmark.h>
@@ -149,6 +149,7 @@ BENCHMARK(BM_TunerShareOwnCores)
     ->Arg(256)
     ->Arg(1000)
     ->Arg(1024)
+    ->Arg(3000)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
