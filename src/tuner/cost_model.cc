@@ -58,11 +58,12 @@ constexpr int kRoundedFromRanks = 64;
 // get an eighth of it (docs/scale.md#plans-too-costly-to-simulate).
 constexpr uint64_t kMaxSimulatedSteps = uint64_t{1} << 21;
 constexpr uint64_t kMaxSpanSimulatedSteps = kMaxSimulatedSteps / 8;
-// From this many ranks on, an all-reduce by rd or rhd over a rank count that is not a power of
-// two is priced from machines of that power of two (predictFolded): the ranks that fold in break
-// the symmetry that prices the rest from one host's plans, and simulating every rank's took up to
-// 5 s a candidate at 3000 ranks. Where both are priced, the two agree within 10% for rd and 25%
-// for rhd (docs/scale.md#folds-priced-from-a-power-of-two).
+// From this many ranks on, an all-reduce by rd or rhd over a rank count, or by hier_rhd over a
+// host count, that is not a power of two is priced from machines of that power of two
+// (predictFolded): the ranks or hosts that fold in break the symmetry that prices the rest from
+// one host's plans, and simulating every rank's took up to 5 s a candidate at 3000 ranks. Where
+// both are priced, the two agree within 10% for rd, 14% for hier_rhd (at the shapes the tuner
+// costs) and 25% for rhd (docs/scale.md#folds-priced-from-a-power-of-two).
 constexpr int kFoldPricedFromRanks = 256;
 
 double usPerByte(double gbps) { return 1.0 / (gbps * 1e3); }
@@ -600,6 +601,7 @@ Result<double> CostModel::predict(Collective coll, Algorithm algo, uint64_t byte
 
 bool CostModel::foldsBeyondPowerOfTwo(Collective coll, Algorithm algo) const {
   if (coll != Collective::kAllReduce || period_ == 0) return false;
+  if (algo == Algorithm::kHierRhd) return !std::has_single_bit(unsigned(ranksOnHost_.size()));
   if (algo != Algorithm::kRd && algo != Algorithm::kRhd) return false;
   const auto n = unsigned(machine_.nranks);
   return !std::has_single_bit(n) && period_ % 2 == 0 && std::bit_floor(n) % unsigned(period_) == 0;
@@ -626,10 +628,15 @@ Result<std::shared_ptr<const CostModel>> CostModel::foldModel(FoldPart part) con
       }
       break;
     }
+    case FoldPart::kHostsToPowerOfTwo:
+      for (unsigned h = 0; h < std::bit_floor(unsigned(ranksOnHost_.size())); ++h) addHost(period_);
+      break;
     case FoldPart::kPairInHost: addHost(2); break;
   }
+  ModelConstants constants = constants_;
+  if (part == FoldPart::kHostsToPowerOfTwo) constants.host.networkGBps *= 2.0 / 3.0;
   ASSIGN_OR_RETURN(CostModel model,
-                   create(constants_, placements, {}, machine_.nslots, machine_.shmBudgetBytes));
+                   create(constants, placements, {}, machine_.nslots, machine_.shmBudgetBytes));
   kept = std::make_shared<const CostModel>(std::move(model));
   return kept;
 }
@@ -640,7 +647,18 @@ Result<double> CostModel::predictFolded(Collective coll, Algorithm algo, uint64_
     return invalidArgument(
         std::string(algorithmName(algo)) + " " + std::string(collectiveName(coll)) + " at " +
         std::to_string(machine_.nranks) + " ranks in " + std::to_string(ranksOnHost_.size()) +
-        " hosts alike of an even rank count folds no ranks beyond a power of two");
+        " hosts is not priced by its fold: that needs hosts alike in rank order, and ranks "
+        "(rd, rhd: an even count a host) or hosts (hier_rhd) beyond a power of two");
+  }
+  // A host that takes over another's shards sends over its NIC its share of the halving and
+  // doubling (about twice the vector) and the result back (the vector once): 1.5x what the
+  // others send. It sets the pace, as a power of two of hosts whose NICs run at 2/3 the rate,
+  // and the fold's two hand-offs add their latency.
+  if (algo == Algorithm::kHierRhd) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const CostModel> model,
+                     foldModel(FoldPart::kHostsToPowerOfTwo));
+    ASSIGN_OR_RETURN(double us, model->predict(coll, algo, bytes, chunkBytes, nchannels));
+    return us + 2 * constants_.host.networkLatencyUs;
   }
   // The call keeps pace with the slower of two kinds of host: one whose ranks all work, and one
   // where half of them handed their vectors to the other half.

@@ -87,12 +87,14 @@ class CostModel {
   Result<double> predict(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                          int nchannels) const;
 
-  /// An all-reduce by rd or rhd over a rank count that is not a power of two, in hosts alike
-  /// of an even rank count, priced as the same call among the largest power of two below, in
-  /// hosts like these and in hosts of half their ranks (folded hosts work with half; the slower
-  /// of the two), plus the fold's reduce into a neighbour and broadcast back between two ranks of
-  /// a host. predict() prices such calls so from kFoldPricedFromRanks ranks on; an error for any
-  /// other call.
+  /// An all-reduce over hosts alike whose ranks (rd and rhd: an even count a host) or hosts
+  /// (hier_rhd) beyond the largest power of two fold into others first, priced from machines of
+  /// that power of two. rd and rhd: the slower of that many ranks in hosts like these and in
+  /// hosts of half their ranks (folded hosts work with half), plus the fold's reduce into a
+  /// neighbour and broadcast back between two ranks of a host. hier_rhd: that many hosts with
+  /// NICs at 2/3 the rate (a host that took over another's sends 1.5x the bytes), plus two
+  /// network latencies. predict() prices such calls so from kFoldPricedFromRanks ranks on; an
+  /// error for any other call.
   Result<double> predictFolded(Collective coll, Algorithm algo, uint64_t bytes, uint32_t chunkBytes,
                                int nchannels) const;
 
@@ -164,6 +166,7 @@ class CostModel {
   enum class FoldPart : uint8_t {
     kRanksToPowerOfTwo,      ///< a power of two of ranks in hosts like the first
     kHalfHostsToPowerOfTwo,  ///< the same in hosts of half the ranks, as folded hosts work
+    kHostsToPowerOfTwo,      ///< a power of two of hosts like the first, NICs at 2/3 the rate
     kPairInHost,             ///< two ranks of one host
   };
   /// The model of one part, made on first use and kept in the memo.
@@ -174,7 +177,7 @@ class CostModel {
     /// predictFolded's models, by FoldPart; a mutex of their own, as their predictions lock
     /// their own memos.
     std::mutex foldMutex;
-    std::array<std::shared_ptr<const CostModel>, 3> foldModels;
+    std::array<std::shared_ptr<const CostModel>, 4> foldModels;
     std::mutex mutex;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int, int>, double> times;
     std::map<std::tuple<Collective, Algorithm, uint64_t, uint32_t, int>, uint64_t> slots;

@@ -456,12 +456,13 @@ TEST(CostModel, UnevenBlocksArePricedAtTheNextEvenCount) {
   }
 }
 
-// An all-reduce by rd or rhd over 96 ranks folds 32 of them into neighbours first; priced from
-// machines of 64 ranks plus the fold's hand-offs, it lands near the simulation of every rank's
-// plans (here within 10%; docs/scale.md#folds-priced-from-a-power-of-two has more machines).
+// An all-reduce by rd or rhd over 96 ranks folds 32 of them into neighbours first, hier_rhd
+// over 12 hosts 4 hosts into others; priced from machines of 64 ranks or 8 hosts and the fold,
+// each lands near the simulation of every rank's plans (here within 10%;
+// docs/scale.md#folds-priced-from-a-power-of-two has more machines).
 TEST(CostModel, FoldedRanksArePricedNearEveryRanksPlans) {
   const HostsAlike models = hostsAlike(12, 8, 1);
-  for (Algorithm algo : {Algorithm::kRd, Algorithm::kRhd}) {
+  for (Algorithm algo : {Algorithm::kRd, Algorithm::kRhd, Algorithm::kHierRhd}) {
     for (uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{8} << 20}) {
       Result<double> folded =
           models.periodic.predictFolded(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
@@ -475,8 +476,8 @@ TEST(CostModel, FoldedRanksArePricedNearEveryRanksPlans) {
 
 // From 256 ranks on, predict prices those calls so; nothing else is priced that way.
 TEST(CostModel, FoldedRanksArePricedFromAPowerOfTwoAtScale) {
-  const HostsAlike models = hostsAlike(33, 8, 1);  // 264 ranks: 256 and 8 folded in
-  for (Algorithm algo : {Algorithm::kRd, Algorithm::kRhd}) {
+  const HostsAlike models = hostsAlike(33, 8, 1);  // 264 ranks (33 hosts): 256 and 8 folded in
+  for (Algorithm algo : {Algorithm::kRd, Algorithm::kRhd, Algorithm::kHierRhd}) {
     for (uint64_t bytes : {uint64_t{64}, uint64_t{4} << 20}) {
       Result<double> priced =
           models.periodic.predict(Collective::kAllReduce, algo, bytes, 128 << 10, 2);
@@ -497,7 +498,7 @@ TEST(CostModel, FoldedRanksArePricedFromAPowerOfTwoAtScale) {
   Result<double> none =
       power.periodic.predictFolded(Collective::kAllReduce, Algorithm::kRd, 64, 128 << 10, 2);
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.status().message().find("folds no ranks"), std::string::npos)
+  EXPECT_NE(none.status().message().find("not priced by its fold"), std::string::npos)
       << none.status().message();
   EXPECT_FALSE(models
                    .full  // an explicit ring order: hosts not known alike
