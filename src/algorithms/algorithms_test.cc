@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <map>
 
 #include "algorithms/builder.h"
 #include "algorithms/plan_simulator.h"
@@ -411,7 +412,7 @@ PlanRequest smallBlocks(Collective coll, Algorithm algo, int n, int rank) {
 }
 
 // Among 1000 ranks (and 1024) with small blocks, rd's reduce-scatter moves each round as one
-// message (the ring takes n-1 hand-offs; rhd sends a message per block in its first rounds), and
+// message (the ring takes n-1 hand-offs; rhd sends a message per block in its first round), and
 // together the rounds carry the n-1 blocks a rank gives.
 TEST(Algorithms, RdReduceScatterSendsOneMessageARound) {
   for (int n : {1000, 1024}) {
@@ -443,6 +444,37 @@ TEST(Algorithms, RdReduceScatterSendsOneMessageARound) {
       for (int d = 512; d >= 1; d /= 2) expected.push_back(n == 1024 ? rank ^ d : (rank + d) % n);
       EXPECT_EQ(sendTo, expected) << what;
     }
+  }
+}
+
+// rhd's reduce-scatter keeps the blocks it still reduces in scratch by their virtual ranks' bits
+// reversed, so each halving step after the first gives away one run of them, sent in messages of
+// up to a chunk. The first step's blocks alternate in the input and the last one's own block goes
+// to Output, so those go block by block.
+TEST(Algorithms, RhdReduceScatterJoinsBlocksBetweenItsFirstAndLastSteps) {
+  // 20 ranks: p = 16, positions 0-7 fold in pairs. Rank 19 is virtual rank 15; its partners at
+  // d = 1, 2, 4, 8 are ranks 18, 17, 15 and 11.
+  const std::map<int, int> partnerAt = {{1, 18}, {2, 17}, {4, 15}, {8, 11}};
+  for (uint32_t chunk : {1u << 20, 16u}) {  // 16 B: a block a chunk, nothing to join
+    PlanRequest q = smallBlocks(Collective::kReduceScatter, Algorithm::kRhd, 20, 19);
+    q.chunkBytes = chunk;
+    Result<Plan> plan = buildPlan(q);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    std::map<int, int> messages;
+    std::map<int, uint64_t> bytes;
+    for (const Lane& lane : plan->lanes) {
+      for (const Step& s : lane.steps) {
+        if (s.nsend == 0) continue;
+        ++messages[s.sendPeers[0]];
+        bytes[s.sendPeers[0]] += s.sendBytes;
+      }
+    }
+    for (auto [d, peer] : partnerAt) {
+      const int blocks = int(bytes[peer] / 16);
+      const bool joined = chunk > 16 && d != 1 && d != 8;
+      EXPECT_EQ(messages[peer], joined ? 1 : blocks) << "d " << d << ", chunk " << chunk;
+    }
+    EXPECT_EQ(bytes[18] / 16, 10u);  // the virtual ranks that differ in bit 0, 4 of them folded
   }
 }
 

@@ -47,6 +47,29 @@ void PlanContext::appendCopy(Lane& lane, BufferRef src, BufferRef dst, uint64_t 
   });
 }
 
+std::vector<ExchangePiece> joinAdjacent(const std::vector<ExchangePiece>& pieces,
+                                        uint32_t maxBytes) {
+  auto follows = [](const BufferRef& a, uint32_t bytes, const BufferRef& b) {
+    return a.buffer == b.buffer && a.offset + bytes == b.offset;
+  };
+  std::vector<ExchangePiece> joined;
+  for (const ExchangePiece& p : pieces) {
+    if (!joined.empty()) {
+      ExchangePiece& last = joined.back();
+      const bool src2Follows =
+          (last.src2.buffer == BufferId::kNone && p.src2.buffer == BufferId::kNone) ||
+          follows(last.src2, last.bytes, p.src2);
+      if (follows(last.ref, last.bytes, p.ref) && src2Follows && last.finalize == p.finalize &&
+          uint64_t(last.bytes) + p.bytes <= maxBytes) {
+        last.bytes += p.bytes;
+        continue;
+      }
+    }
+    joined.push_back(p);
+  }
+  return joined;
+}
+
 void appendExchange(Lane& lane, int sendPeer, const std::vector<ExchangePiece>& sends, int recvPeer,
                     const std::vector<ExchangePiece>& recvs, bool reduce) {
   const size_t steps = std::max(sends.size(), recvs.size());

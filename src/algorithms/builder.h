@@ -96,6 +96,12 @@ struct ExchangePiece {
   bool finalize = false;
 };
 
+/// The pieces with each run that follows on in memory (ref, and src2 where set) joined into
+/// pieces of up to maxBytes, in order; pieces that finalize and pieces that do not stay apart.
+/// Two ranks that join lists of the same sizes laid out alike cut them at the same places.
+std::vector<ExchangePiece> joinAdjacent(const std::vector<ExchangePiece>& pieces,
+                                        uint32_t maxBytes);
+
 /// Appends steps that send `sends` to sendPeer and receive `recvs` from recvPeer, pairing the
 /// i-th send with the i-th recv in one SendRecv(Reduce) step and emitting a lone Send or
 /// Recv(ReduceCopy) where one list is longer. The partner enumerates the same lists swapped, so

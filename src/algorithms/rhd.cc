@@ -16,7 +16,10 @@
 // leaves each rank its own block, finalized; a rank that took over a folded neighbour also holds
 // the neighbour's block and sends it back. Both algorithms start with d = 1, the nearest partner
 // in the ring order, where the exchanges are biggest. Partial sums of reduce-scatter live in
-// scratch, one block per block kept after the first step (all n at a folding rank).
+// scratch, one block per block kept after the first step (all n at a folding rank), ordered by
+// their virtual ranks' bits reversed: each later step then gives away one run of scratch and
+// keeps one, and between the first step and the last its blocks travel joined, a chunk a message
+// (the first step's alternate in the input, one every other rank).
 //   cost: log2(p) alpha + (p-1)/p N' beta (N' = n * count * elemSize), + N' beta with a fold
 // Halving-doubling beats the ring when n is large and messages are mid-sized: it moves the same
 // bytes in log2 n instead of n-1 steps, but its partners are far apart in the ring order in the
@@ -122,11 +125,27 @@ void rhReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane
     });
     return;
   }
+  // Virtual ranks in the order scratch keeps their blocks: by their bits reversed, so that each
+  // halving step after the first gives away, and keeps, one contiguous run of scratch.
+  std::vector<int> held(g.p());  // virtual ranks whose blocks this rank still reduces
+  for (int u = 0; u < g.p(); ++u) held[u] = u;
+  auto reversed = [&](int u) {
+    int r = 0;
+    for (int b = 0; b < g.log2p(); ++b) r |= ((u >> b) & 1) << (g.log2p() - 1 - b);
+    return r;
+  };
+  std::sort(held.begin(), held.end(), [&](int a, int b) { return reversed(a) < reversed(b); });
   // slot[pos]: the scratch block holding the partial sum of position pos once it is there.
   std::vector<int> slot(n, -1);
+  auto assignSlots = [&](const std::vector<int>& virtuals) {
+    int next = 0;
+    for (int u : virtuals) {
+      for (int q = g.firstPos(u); q < g.firstPos(u + 1); ++q) slot[q] = next++;
+    }
+  };
   bool inScratch = false;
   if (g.takesOver(x)) {
-    for (int q = 0; q < n; ++q) slot[q] = q;
+    assignSlots(held);
     for (int q = 0; q < n; ++q) {
       pieces(q, [&](int pos, Span c) {
         lane.steps.push_back(
@@ -140,20 +159,14 @@ void rhReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane
     return inScratch ? ctx.scr(slot[pos] * count + elem) : ctx.in(inputBlock(pos) + elem);
   };
   const int v = g.virtualOf(x);
-  std::vector<int> held(g.p());  // virtual ranks whose blocks this rank still reduces
-  for (int u = 0; u < g.p(); ++u) held[u] = u;
+  const uint32_t chunk = ctx.bytes(ctx.chunkElems());
   for (int d = 1; d < g.p(); d <<= 1) {
     const int partner = order.rankAt(g.posOfVirtual(v ^ d));
     const bool last = 2 * d == g.p();
     std::vector<int> keep;
     std::vector<int> give;
     for (int u : held) ((u & d) == (v & d) ? keep : give).push_back(u);
-    if (!inScratch && !last) {  // the first step picks the blocks scratch holds
-      int next = 0;
-      for (int u : keep) {
-        for (int q = g.firstPos(u); q < g.firstPos(u + 1); ++q) slot[q] = next++;
-      }
-    }
+    if (!inScratch && !last) assignSlots(keep);  // the first step picks the blocks scratch holds
     std::vector<ExchangePiece> sends;
     std::vector<ExchangePiece> recvs;
     for (int u : give) {
@@ -171,6 +184,13 @@ void rhReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane
           recvs.push_back({dst, current(pos, c.begin), ctx.bytes(c.len), last});
         });
       }
+    }
+    // Between the first step (blocks of every other rank in the input) and the last (a block
+    // bound for Output), both partners hold these blocks in runs of scratch alike, and join
+    // them into messages of a chunk at the same places.
+    if (d > 1 && !last) {
+      sends = joinAdjacent(sends, chunk);
+      recvs = joinAdjacent(recvs, chunk);
     }
     appendExchange(lane, partner, sends, partner, recvs, true);
     inScratch = true;
