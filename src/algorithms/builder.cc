@@ -49,23 +49,37 @@ void PlanContext::appendCopy(Lane& lane, BufferRef src, BufferRef dst, uint64_t 
 
 std::vector<ExchangePiece> joinAdjacent(const std::vector<ExchangePiece>& pieces,
                                         uint32_t maxBytes) {
-  auto follows = [](const BufferRef& a, uint32_t bytes, const BufferRef& b) {
+  auto follows = [](const BufferRef& a, uint64_t bytes, const BufferRef& b) {
     return a.buffer == b.buffer && a.offset + bytes == b.offset;
   };
-  std::vector<ExchangePiece> joined;
+  struct Run {
+    ExchangePiece first;
+    uint64_t bytes = 0;
+  };
+  std::vector<Run> runs;
   for (const ExchangePiece& p : pieces) {
-    if (!joined.empty()) {
-      ExchangePiece& last = joined.back();
+    if (!runs.empty()) {
+      Run& last = runs.back();
       const bool src2Follows =
-          (last.src2.buffer == BufferId::kNone && p.src2.buffer == BufferId::kNone) ||
-          follows(last.src2, last.bytes, p.src2);
-      if (follows(last.ref, last.bytes, p.ref) && src2Follows && last.finalize == p.finalize &&
-          uint64_t(last.bytes) + p.bytes <= maxBytes) {
+          (last.first.src2.buffer == BufferId::kNone && p.src2.buffer == BufferId::kNone) ||
+          follows(last.first.src2, last.bytes, p.src2);
+      if (follows(last.first.ref, last.bytes, p.ref) && src2Follows &&
+          last.first.finalize == p.finalize) {
         last.bytes += p.bytes;
         continue;
       }
     }
-    joined.push_back(p);
+    runs.push_back({p, p.bytes});
+  }
+  std::vector<ExchangePiece> joined;
+  for (const Run& run : runs) {
+    for (uint64_t at = 0; at < run.bytes; at += maxBytes) {
+      ExchangePiece piece = run.first;
+      piece.ref.offset += at;
+      if (piece.src2.buffer != BufferId::kNone) piece.src2.offset += at;
+      piece.bytes = static_cast<uint32_t>(std::min<uint64_t>(maxBytes, run.bytes - at));
+      joined.push_back(piece);
+    }
   }
   return joined;
 }

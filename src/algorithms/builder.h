@@ -96,9 +96,10 @@ struct ExchangePiece {
   bool finalize = false;
 };
 
-/// The pieces with each run that follows on in memory (ref, and src2 where set) joined into
-/// pieces of up to maxBytes, in order; pieces that finalize and pieces that do not stay apart.
-/// Two ranks that join lists of the same sizes laid out alike cut them at the same places.
+/// The pieces with each run that follows on in memory (ref, and src2 where set) joined and cut
+/// again into pieces of maxBytes from its start (the last shorter), in order; pieces that
+/// finalize and pieces that do not stay apart. maxBytes: a multiple of the element size. Two
+/// ranks that join lists of the same sizes laid out alike cut them at the same places.
 std::vector<ExchangePiece> joinAdjacent(const std::vector<ExchangePiece>& pieces,
                                         uint32_t maxBytes);
 

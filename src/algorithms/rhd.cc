@@ -187,7 +187,7 @@ void rhReduceScatter(const PlanContext& ctx, const ChannelPart& part, Lane& lane
     }
     // Between the first step (blocks of every other rank in the input) and the last (a block
     // bound for Output), both partners hold these blocks in runs of scratch alike, and join
-    // them into messages of a chunk at the same places.
+    // each run and cut it into chunks at the same places.
     if (d > 1 && !last) {
       sends = joinAdjacent(sends, chunk);
       recvs = joinAdjacent(recvs, chunk);
