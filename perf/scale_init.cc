@@ -8,10 +8,10 @@
 // one line per configuration. Nothing is asserted: it measures. With --repeat K each rank then
 // times K more calls of all-reduce, all-gather, reduce-scatter and all-to-all each (warm, after a
 // one-element all-reduce lines the ranks up), and a line under the row gives the slowest rank's
-// mean per call.
+// mean per call. --calls 0 stops each rank after init: init time, its CPU and memory alone.
 //
 // Usage: braid-scale-init [--ranks 16,64,256] [--hosts 4,8,16] [--count 1024] [--timeout 600]
-//                         [--repeat K] [--setting BRAID_X=y]...
+//                         [--repeat K] [--calls 0|1] [--setting BRAID_X=y]...
 // (--hosts pairs with --ranks by position; ranks must divide by hosts.)
 #include <sys/mman.h>
 #include <time.h>
@@ -42,6 +42,7 @@ double nowSeconds() {
 /// One rank's figures, written by the rank into memory shared with the launcher.
 struct RankFigures {
   double initSeconds = 0;
+  double initCpuSeconds = 0;  ///< the rank process's CPU (every thread) over init
   double callsSeconds = 0;
   long peakKbAfterInit = 0;
   long peakKbAtEnd = 0;
@@ -175,9 +176,16 @@ struct Options {
   std::vector<int> hosts = {4, 8, 16};
   size_t count = 1024;
   int repeat = 0;
+  bool calls = true;
   double timeoutSeconds = 600;
   std::vector<std::string> settings;
 };
+
+double processCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -221,13 +229,15 @@ int runOne(const Options& o, int n, int hostCount) {
         config.add("BRAID_TIMEOUT=" + std::to_string(static_cast<int>(o.timeoutSeconds)));
         RankFigures& mine = figures[rank];
         const double t0 = nowSeconds();
+        const double cpu0 = processCpuSeconds();
         braidComm_t comm = nullptr;
         braidResult_t rc = braidCommInitRankConfig(&comm, n, id, rank, config.config());
         if (rc != braidSuccess) return describe(rc, nullptr, "init");
         mine.initSeconds = nowSeconds() - t0;
+        mine.initCpuSeconds = processCpuSeconds() - cpu0;
         mine.peakKbAfterInit = statusKb("VmHWM:");
         const double t1 = nowSeconds();
-        std::string error = runCalls(comm, rank, n, o.count);
+        std::string error = o.calls ? runCalls(comm, rank, n, o.count) : "";
         mine.callsSeconds = nowSeconds() - t1;
         if (error.empty() && o.repeat > 0) {
           error = timeWarmCalls(comm, n, o.count, o.repeat, mine.warmUs);
@@ -240,6 +250,7 @@ int runOne(const Options& o, int n, int hostCount) {
       o.timeoutSeconds);
   const double wall = nowSeconds() - started;
   std::vector<double> init, calls, peakInit, peakEnd;
+  double initCpuMs = 0;
   int passed = 0;
   int largest = 0;
   for (int r = 0; r < n; ++r) {
@@ -247,16 +258,17 @@ int runOne(const Options& o, int n, int hostCount) {
     if (figures[r].done == 0) continue;
     ++passed;
     init.push_back(figures[r].initSeconds);
+    initCpuMs += figures[r].initCpuSeconds * 1e3;
     calls.push_back(figures[r].callsSeconds);
     peakInit.push_back(figures[r].peakKbAfterInit / 1024.0);
     peakEnd.push_back(figures[r].peakKbAtEnd / 1024.0);
   }
   std::printf(
-      "| %d | %d x %d | %d/%d | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %.1f (rank %d) | %.0f "
-      "|\n",
+      "| %d | %d x %d | %d/%d | %.2f | %.2f | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f (rank %d) | "
+      "%.0f |\n",
       n, hostCount, perHost, passed, n, percentile(init, 0.5), percentile(init, 1.0),
-      percentile(calls, 1.0), percentile(peakInit, 0.5), percentile(peakInit, 1.0),
-      percentile(peakEnd, 0.5), percentile(peakEnd, 1.0), largest, wall);
+      passed > 0 ? initCpuMs / passed : 0.0, percentile(calls, 1.0), percentile(peakInit, 0.5),
+      percentile(peakInit, 1.0), percentile(peakEnd, 0.5), percentile(peakEnd, 1.0), largest, wall);
   if (o.repeat > 0) {
     std::printf("warm, %d calls of %zu floats a rank, slowest rank's mean:", o.repeat, o.count);
     for (int k = 0; k < 4; ++k) {
@@ -296,6 +308,8 @@ int main(int argc, char** argv) {
       o.count = std::strtoull(value, nullptr, 10);
     } else if (a == "--repeat") {
       o.repeat = std::atoi(value);
+    } else if (a == "--calls") {
+      o.calls = std::atoi(value) != 0;
     } else if (a == "--timeout") {
       o.timeoutSeconds = std::atof(value);
     } else if (a == "--setting") {
@@ -307,9 +321,10 @@ int main(int argc, char** argv) {
     }
   }
   if (o.ranks.empty() || o.ranks.size() != o.hosts.size() || o.count == 0 ||
-      o.timeoutSeconds <= 0 || o.repeat < 0) {
+      o.timeoutSeconds <= 0 || o.repeat < 0 || (o.repeat > 0 && !o.calls)) {
     std::fprintf(stderr,
-                 "--ranks and --hosts need lists of the same length, --count > 0, --repeat >= 0\n");
+                 "--ranks and --hosts need lists of the same length, --count > 0, --repeat >= 0 "
+                 "(and --calls 1 with --repeat)\n");
     return 2;
   }
   for (size_t i = 0; i < o.ranks.size(); ++i) {
@@ -319,10 +334,11 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "| ranks | hosts x ranks | passed | init s (median) | init s (max) | calls s (max) | "
-      "peak RSS after init MB (median) | (max) | peak RSS at the end MB (median) | (max) | "
-      "wall s |\n");
-  std::printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| ranks | hosts x ranks | passed | init s (median) | init s (max) | init CPU ms a rank "
+      "(mean) | calls s (max) | peak RSS after init MB (median) | (max) | peak RSS at the end MB "
+      "(median) | (max) | wall s |\n");
+  std::printf(
+      "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::fflush(stdout);
   int status = 0;
   for (size_t i = 0; i < o.ranks.size(); ++i) {

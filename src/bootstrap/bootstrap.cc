@@ -30,22 +30,6 @@ constexpr double kShortWaitSeconds = 1;
 
 std::atomic<BootstrapFaultHook> gFaultHook{nullptr};
 
-void faultPoint(const char* point, const SocketAddress& listener) {
-  if (BootstrapFaultHook hook = gFaultHook.load(std::memory_order_acquire)) {
-    hook(point, listener.toString());
-  }
-}
-
-std::string rankText(int rank) { return "rank " + std::to_string(rank); }
-
-const char* opName(RingOp op) {
-  switch (op) {
-    case RingOp::kBarrier: return "barrier";
-    case RingOp::kSpreadAddresses: return "spreading the listener addresses";
-    default: return "allGather";
-  }
-}
-
 // A socket we only write to has nothing to read; readable means the peer closed or reset it.
 bool peerHungUp(const Socket& socket) {
   pollfd p{socket.fd(), POLLIN, 0};
@@ -66,6 +50,22 @@ Result<Socket> openListener(const std::string& ifname, const SocketAddress* near
 }
 
 }  // namespace
+
+void faultPoint(const char* point, const SocketAddress& listener) {
+  if (BootstrapFaultHook hook = gFaultHook.load(std::memory_order_acquire)) {
+    hook(point, listener.toString());
+  }
+}
+
+std::string rankText(int rank) { return "rank " + std::to_string(rank); }
+
+const char* opName(RingOp op) {
+  switch (op) {
+    case RingOp::kBarrier: return "barrier";
+    case RingOp::kSpreadAddresses: return "spreading the listener addresses";
+    default: return "allGather";
+  }
+}
 
 Status Channel::Frame::copyTo(void* out, size_t bytes, const std::string& what, int from,
                               const std::string& hint) const {
@@ -375,7 +375,9 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, do
   const Deadline deadline = opDeadline(graceSeconds);
   if (everyAddress_ && nranks_ > kRingCollectiveMaxRanks &&
       bytesPerRank * size_t(nranks_) <= kMaxFrameBytes) {
-    Status s = disseminate(bytes, bytesPerRank, op, deadline);
+    const bool byHost = hosts_.members.size() > 1 && hosts_.largest() <= kHostGatherMaxRanks;
+    Status s = byHost ? gatherByHost(bytes, bytesPerRank, op, deadline)
+                      : disseminate(bytes, bytesPerRank, op, deadline);
     return s.ok() ? s : breakRing(s);
   }
   // Step s forwards the block that came from rank - s: after nranks-1 steps each rank has all.
@@ -401,7 +403,7 @@ Status Bootstrap::Impl::spreadAddresses(const Deadline& deadline) {
   int firstStep = 1;
   std::vector<uint8_t> table;
   if (distance == 0) {
-    table = encodeAddressTable(peers_);
+    table = encodeAddressTable(peers_, hostKeys_);
   } else {
     const int parent = addressParent(rank_, nranks_);
     const std::string step = what + ": receive from " + rankText(parent);
@@ -419,14 +421,15 @@ Status Bootstrap::Impl::spreadAddresses(const Deadline& deadline) {
                                     " (ranks called different bootstrap collectives)"));
     }
     table = std::move(taken->data);
-    Result<std::vector<SocketAddress>> all = decodeAddressTable(table, nranks_);
+    Result<AddressTable> all = decodeAddressTable(table, nranks_);
     if (!all.ok()) return breakRing(all.status().withContext(step));
-    if (!(all.value()[size_t(rank_)] == listenAddress_)) {
+    if (!(all->listeners[size_t(rank_)] == listenAddress_)) {
       return breakRing(remoteError(step + ": the table gives this rank's address as " +
-                                   all.value()[size_t(rank_)].toString() + ", not " +
+                                   all->listeners[size_t(rank_)].toString() + ", not " +
                                    listenAddress_.toString()));
     }
-    setPeers(std::move(all).value());
+    setPeers(std::move(all->listeners));
+    setHosts(std::move(all->hostKeys));
     while (firstStep <= distance) firstStep *= 2;
   }
   for (int step = firstStep; distance + step < nranks_; step *= 2) {
@@ -493,23 +496,8 @@ Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp o
         !sent.ok()) {
       return namingTheCause(sent, step, deadline);
     }
-    Channel* gathered = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      gathered = &gatherIn_[from];
-    }
-    Result<Channel::Frame> taken =
-        takeWatchingPeer(*gathered, from, tag, deadline, step + ": receive from " + rankText(from),
-                         /*watchRing=*/true);
-    if (!taken.ok()) return namingTheCause(taken.status(), step, deadline);
-    const Channel::Frame& frame = taken.value();
-    if (frame.flags != static_cast<uint16_t>(op)) {
-      return invalidUsage(step + ": " + rankText(from) + " is in " +
-                          opName(static_cast<RingOp>(frame.flags)) + ", this rank in " +
-                          opName(op) + " (ranks called different bootstrap collectives)");
-    }
-    RETURN_IF_ERROR(frame.copyTo(held.data() + bytesPerRank * size_t(have), bytes, step, from,
-                                 " (ranks gave different block sizes)"));
+    RETURN_IF_ERROR(receiveGathered(from, tag, op, held.data() + bytesPerRank * size_t(have), bytes,
+                                    step, deadline));
     have += count;
   }
   for (int i = 1; i < nranks_ && bytesPerRank > 0; ++i) {
@@ -517,6 +505,26 @@ Status Bootstrap::Impl::disseminate(uint8_t* data, size_t bytesPerRank, RingOp o
                 held.data() + bytesPerRank * size_t(i), bytesPerRank);
   }
   return okStatus();
+}
+
+Status Bootstrap::Impl::receiveGathered(int from, uint32_t tag, RingOp op, void* out, size_t bytes,
+                                        const std::string& step, const Deadline& deadline) {
+  Channel* gathered = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gathered = &gatherIn_[from];
+  }
+  Result<Channel::Frame> taken =
+      takeWatchingPeer(*gathered, from, tag, deadline, step + ": receive from " + rankText(from),
+                       /*watchRing=*/true);
+  if (!taken.ok()) return namingTheCause(taken.status(), step, deadline);
+  const Channel::Frame& frame = taken.value();
+  if (frame.flags != static_cast<uint16_t>(op)) {
+    return invalidUsage(step + ": " + rankText(from) + " is in " +
+                        opName(static_cast<RingOp>(frame.flags)) + ", this rank in " + opName(op) +
+                        " (ranks called different bootstrap collectives)");
+  }
+  return frame.copyTo(out, bytes, step, from, " (ranks gave different block sizes)");
 }
 
 // ---- Point to point ------------------------------------------------------------------------
@@ -636,9 +644,11 @@ Result<SplitResult> Bootstrap::Impl::split(int color, int key) {
     return a.key != b.key ? a.key < b.key : a.parentRank < b.parentRank;
   });
   std::vector<SocketAddress> peers;
+  std::vector<uint64_t> hostKeys;
   int newRank = -1;
   for (size_t i = 0; i < members.size(); ++i) {
     peers.push_back(members[i].address);
+    hostKeys.push_back(hostKeyOf(members[i].parentRank));
     result.parentRanks.push_back(members[i].parentRank);
     if (members[i].parentRank == rank_) newRank = static_cast<int>(i);
   }
@@ -647,6 +657,7 @@ Result<SplitResult> Bootstrap::Impl::split(int color, int key) {
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
                    create(newRank, n, groupSecret, std::move(listener), wait_));
   RETURN_IF_ERROR(impl->connect(std::move(peers), opDeadline()));
+  impl->setHosts(std::move(hostKeys));
   result.bootstrap.reset(new Bootstrap(std::move(impl)));
   return result;
 }
@@ -658,7 +669,7 @@ Bootstrap::~Bootstrap() = default;
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int rank, int nranks,
                                                    const std::string& ifname,
-                                                   const WaitPolicy& wait) {
+                                                   const WaitPolicy& wait, uint64_t hostKey) {
   (void)processLogger();  // before the service thread starts (see startBootstrapRoot)
   if (nranks < 1 || nranks > kMaxRanks) {
     return invalidArgument("nranks " + std::to_string(nranks) + " outside 1.." +
@@ -681,12 +692,12 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   ASSIGN_OR_RETURN(Socket root, Socket::connectTo(info.root, deadline, atRoot,
                                                   /*retryRefused=*/true));
   RETURN_IF_ERROR(authenticateAsClient(root, info.secret, deadline, atRoot));
-  const std::vector<uint8_t> payload = encodeJoin({rank, nranks, impl->listenAddress()});
+  const std::vector<uint8_t> payload = encodeJoin({rank, nranks, impl->listenAddress(), hostKey});
   RETURN_IF_ERROR(
       writeFrame(root, FrameType::kJoin, 0, 0, payload.data(), payload.size(), deadline, atRoot));
   faultPoint("join:root", impl->listenAddress());
   const std::vector<int> told = rootTableRanks(rank, nranks);
-  const size_t tableBytes = told.size() * SocketAddress::kWireBytes;
+  const size_t tableBytes = told.size() * kAddressEntryBytes;
   std::vector<uint8_t> table;
   Result<FrameHeader> header =
       readFrame(root, frameBit(FrameType::kTable) | frameBit(FrameType::kError),
@@ -709,11 +720,14 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   }
   root.close();
   faultPoint("join:table", impl->listenAddress());
-  Result<std::vector<SocketAddress>> decoded =
-      decodeAddressTable(table, static_cast<int>(told.size()));
+  Result<AddressTable> decoded = decodeAddressTable(table, static_cast<int>(told.size()));
   if (!decoded.ok()) return decoded.status().withContext(atRoot);
   std::vector<SocketAddress> peers(static_cast<size_t>(nranks));
-  for (size_t i = 0; i < told.size(); ++i) peers[size_t(told[i])] = decoded.value()[i];
+  std::vector<uint64_t> hostKeys(static_cast<size_t>(nranks));
+  for (size_t i = 0; i < told.size(); ++i) {
+    peers[size_t(told[i])] = decoded->listeners[i];
+    hostKeys[size_t(told[i])] = decoded->hostKeys[i];
+  }
   if (!(peers[size_t(rank)] == impl->listenAddress())) {
     return remoteError(atRoot + ": the table gives this rank's address as " +
                        peers[size_t(rank)].toString() + ", not " +
@@ -721,17 +735,23 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const braidUniqueId& id, int 
   }
   // The root told this rank a few addresses only; the others come over the ring or the tree.
   RETURN_IF_ERROR(impl->connect(peers, deadline));
+  // Rank 0's table beyond 8 ranks and every table of two ranks are whole (rootTableRanks); the
+  // other ranks learn the rest below.
+  if ((rank == 0 && nranks > kRingCollectiveMaxRanks) || nranks <= 2) {
+    impl->setHosts(std::move(hostKeys));
+  }
   if (nranks > kRingCollectiveMaxRanks) {
     RETURN_IF_ERROR(
         impl->spreadAddresses(deadline).withContext("receiving the ranks' listener addresses"));
   } else if (nranks > 2) {
-    std::vector<uint8_t> wire(static_cast<size_t>(nranks) * SocketAddress::kWireBytes);
-    impl->listenAddress().toWire(wire.data() +
-                                 static_cast<size_t>(rank) * SocketAddress::kWireBytes);
-    RETURN_IF_ERROR(impl->allGather(wire.data(), SocketAddress::kWireBytes, RingOp::kAllGather)
+    std::vector<uint8_t> wire(static_cast<size_t>(nranks) * kAddressEntryBytes);
+    const std::vector<uint8_t> mine = encodeAddressTable({impl->listenAddress()}, {hostKey});
+    std::copy(mine.begin(), mine.end(), wire.begin() + size_t(rank) * kAddressEntryBytes);
+    RETURN_IF_ERROR(impl->allGather(wire.data(), kAddressEntryBytes, RingOp::kAllGather)
                         .withContext("exchanging the ranks' listener addresses"));
-    ASSIGN_OR_RETURN(peers, decodeAddressTable(wire, nranks));
-    impl->setPeers(std::move(peers));
+    ASSIGN_OR_RETURN(AddressTable all, decodeAddressTable(wire, nranks));
+    impl->setPeers(std::move(all.listeners));
+    impl->setHosts(std::move(all.hostKeys));
   }
   faultPoint("join:ring", impl->listenAddress());
   BRAID_LOG(processLogger(), kInfo, kBoot, "rank %d of %d joined; listening on %s", rank, nranks,

@@ -78,8 +78,13 @@ struct SplitResult;
 class Bootstrap {
  public:
   /// Joins the rendezvous of `id` as `rank` of `nranks`; returns once the ring is connected.
+  /// hostKey: equal for the ranks of one host (0 everywhere: hosts unknown). Beyond 8 ranks on
+  /// two hosts or more of at most 32 ranks each, the collectives gather through the lowest rank of
+  /// each host (two messages a rank; the hosts' leaders disseminate among themselves) instead of
+  /// log2 n rounds at every rank. Groups split or shrunk from this one keep the hosts.
   static Result<std::unique_ptr<Bootstrap>> join(const braidUniqueId& id, int rank, int nranks,
-                                                 const std::string& ifname, const WaitPolicy& wait);
+                                                 const std::string& ifname, const WaitPolicy& wait,
+                                                 uint64_t hostKey = 0);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;

@@ -242,7 +242,7 @@ TEST(BootstrapFault, RankOutOfRange) {
   // The root checks too: a joiner that claims rank 5 of 2 on the wire is told so.
   const UniqueIdInfo info = infoOf(id);
   Socket s = authenticated(info.root, info.secret);
-  uint8_t join[8 + SocketAddress::kWireBytes];
+  uint8_t join[kJoinPayloadBytes] = {};
   putLe32(join, 5);
   putLe32(join + 4, 2);
   SocketAddress::parse("127.0.0.1:9").value().toWire(join + 8);
@@ -383,7 +383,7 @@ void expectVanishedRankNamed(int n, int victim) {
                            Deadline::after(5), "victim")
                     .ok());
     std::vector<uint8_t> table;
-    const size_t tableBytes = rootTableRanks(victim, n).size() * SocketAddress::kWireBytes;
+    const size_t tableBytes = rootTableRanks(victim, n).size() * kAddressEntryBytes;
     ASSERT_TRUE(readFrame(gone, frameBit(FrameType::kTable), static_cast<uint32_t>(tableBytes),
                           &table, Deadline::after(kTestTimeout), "victim")
                     .ok());
@@ -413,13 +413,14 @@ TEST(BootstrapFault, RankThatDiesAfterTheRendezvousIsReportedNotWaitedFor) {
 
 // Runs n ranks; `body` per rank gets its own bootstrap as a unique_ptr so it can destroy it.
 std::vector<Status> runOwned(int n,
-                             const std::function<Status(int, std::unique_ptr<Bootstrap>)>& body) {
+                             const std::function<Status(int, std::unique_ptr<Bootstrap>)>& body,
+                             const std::function<uint64_t(int)>& hostOf = {}) {
   const braidUniqueId id = newRoot();
   std::vector<Status> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto b = Bootstrap::join(id, r, n, "lo", waitFor(kTestTimeout));
+      auto b = Bootstrap::join(id, r, n, "lo", waitFor(kTestTimeout), hostOf ? hostOf(r) : 0);
       out[static_cast<size_t>(r)] = b.ok() ? body(r, std::move(b.value())) : b.status();
     });
   }
@@ -511,25 +512,37 @@ TEST(BootstrapFault, SizeMismatchNamesBothSizes) {
   for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
 }
 
-// Beyond 8 ranks the collectives disseminate over point-to-point connections; the ring still
-// carries a failure to every rank.
+// Beyond 8 ranks the collectives disseminate over point-to-point connections, or gather
+// through a leader per host when the ranks joined with host keys; the ring still carries a failure
+// to every rank. The rank that leaves is a host's leader (0) or one of its other ranks (5, 11).
 TEST(BootstrapFault, DisseminationFailsEveryRankNamingTheOneThatLeft) {
   constexpr int kRanks = 12;
-  for (int gone : {0, 5, 11}) {
-    std::vector<Status> out =
-        runOwned(kRanks, [gone](int r, std::unique_ptr<Bootstrap> b) -> Status {
-          RETURN_IF_ERROR(leaveAfterTheBarrier(*b, r, gone, kRanks));
-          if (r == gone) return okStatus();  // destroyed on return
-          int v[kRanks] = {};
-          v[r] = r;
-          const Status s = b->allGather(v, sizeof(int));
-          EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
-          EXPECT_NE(s.message().find("rank " + std::to_string(gone) + " closed"), std::string::npos)
-              << "rank " << r << ": " << s.message();
-          EXPECT_EQ(b->barrier().code(), s.code()) << "rank " << r;
-          return okStatus();
-        });
-    for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+  for (const bool byHost : {false, true}) {
+    for (int gone : {0, 5, 11}) {
+      SCOPED_TRACE((byHost ? "hosts of 4, rank " : "rank ") + std::to_string(gone) + " leaves");
+      std::vector<Status> out = runOwned(
+          kRanks,
+          [gone, byHost](int r, std::unique_ptr<Bootstrap> b) -> Status {
+            RETURN_IF_ERROR(leaveAfterTheBarrier(*b, r, gone, kRanks));
+            if (r == gone) return okStatus();  // destroyed on return
+            int v[kRanks] = {};
+            v[r] = r;
+            const Status s = b->allGather(v, sizeof(int));
+            EXPECT_EQ(s.code(), braidRemoteError) << "rank " << r << ": " << s.message();
+            EXPECT_NE(s.message().find("rank " + std::to_string(gone) + " closed"),
+                      std::string::npos)
+                << "rank " << r << ": " << s.message();
+            // A rank of the leaving rank's host (not its leader) waited on its leader.
+            if (byHost && r / 4 == gone / 4 && r % 4 != 0 && gone % 4 != 0) {
+              EXPECT_NE(s.message().find("through host leader rank"), std::string::npos)
+                  << "rank " << r << ": " << s.message();
+            }
+            EXPECT_EQ(b->barrier().code(), s.code()) << "rank " << r;
+            return okStatus();
+          },
+          byHost ? std::function<uint64_t(int)>([](int r) { return uint64_t(r / 4); }) : nullptr);
+      for (const Status& s : out) EXPECT_TRUE(s.ok()) << s.message();
+    }
   }
 }
 

@@ -45,6 +45,23 @@ constexpr uint32_t kSpreadRound = 0xff;
 /// How often a wait for a peer that may have exited looks at its listener.
 constexpr double kProbeEverySeconds = 0.5;
 
+/// "rank N", for error texts.
+std::string rankText(int rank);
+/// A collective's name in error texts.
+const char* opName(RingOp op);
+/// Calls the fault tests' hook (setBootstrapFaultHook), if one is set, at a named point.
+void faultPoint(const char* point, const SocketAddress& listener);
+
+/// The ranks of each host, from the host keys the ranks joined with (Bootstrap::join).
+struct HostGroups {
+  /// Hosts in the order of their lowest rank; each host's ranks ascending, the first its leader.
+  std::vector<std::vector<int>> members;
+  std::vector<int> hostOf;  ///< rank -> index into members
+
+  static HostGroups fromKeys(const std::vector<uint64_t>& hostOfRank);
+  size_t largest() const;
+};
+
 /// Frames from one peer (of one purpose) that nobody has taken yet.
 struct Channel {
   struct Frame {
@@ -96,6 +113,16 @@ class Bootstrap::Impl {
                                 [](const SocketAddress& a) { return a.port() != 0; });
   }
 
+  /// Every rank's host key (Bootstrap::join), for the collectives to gather by host.
+  void setHosts(std::vector<uint64_t> hostKeys) {
+    hostKeys_ = std::move(hostKeys);
+    hosts_ = HostGroups::fromKeys(hostKeys_);
+  }
+  /// The host key of `rank` (0 while the keys are unknown).
+  uint64_t hostKeyOf(int rank) const {
+    return size_t(rank) < hostKeys_.size() ? hostKeys_[size_t(rank)] : 0;
+  }
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const SocketAddress& listenAddress() const { return listenAddress_; }
@@ -137,6 +164,14 @@ class Bootstrap::Impl {
   /// from rank + 2^k. Every wait also ends when the ring reports a failure, which breakRing then
   /// passes on as the ring collectives do.
   Status disseminate(uint8_t* data, size_t bytesPerRank, RingOp op, const Deadline& deadline);
+  /// allGather (or, with no bytes, barrier) through one rank per host (bootstrap_host_gather.cc):
+  /// each rank sends its block to its host's leader, the leaders disseminate whole hosts' blocks
+  /// in ceil(log2 hosts) rounds, and each leader sends the whole table back to its host's ranks.
+  Status gatherByHost(uint8_t* data, size_t bytesPerRank, RingOp op, const Deadline& deadline);
+  /// The frame with `tag` from `from` over a dissemination connection, into `out` (exactly
+  /// `bytes`; a frame of another collective or size is an error naming both).
+  Status receiveGathered(int from, uint32_t tag, RingOp op, void* out, size_t bytes,
+                         const std::string& step, const Deadline& deadline);
   /// A failure that is only a peer closing its connection may come from another rank's loss:
   /// what the ring brings soon after names that rank instead (prefixed with `step`).
   Status namingTheCause(Status failed, const std::string& step, const Deadline& deadline);
@@ -184,6 +219,8 @@ class Bootstrap::Impl {
   const SocketAddress listenAddress_;
   std::vector<SocketAddress> peers_;
   bool everyAddress_ = false;  ///< peers_ holds every rank's listener, not only the neighbours'
+  std::vector<uint64_t> hostKeys_;  ///< by rank; empty until known
+  HostGroups hosts_;                ///< from hostKeys_
 
   // Caller's thread only.
   Socket ringNext_;

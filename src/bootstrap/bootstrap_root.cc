@@ -38,6 +38,7 @@ struct Member {
   int rank = -1;
   int nranks = 0;
   SocketAddress listener;
+  uint64_t hostKey = 0;
 };
 
 class RootServer {
@@ -215,6 +216,7 @@ void RootServer::admit(std::unique_ptr<Admission> admission) {
   member->rank = join->rank;
   member->nranks = join->nranks;
   member->listener = join->listener;
+  member->hostKey = join->hostKey;
   mostClaimed_ = std::max(mostClaimed_, member->nranks);
   if (failure_) {
     tell(std::move(member), FrameType::kError, encodeErrorPayload(*failure_));
@@ -259,14 +261,21 @@ void RootServer::fail(const Status& status) {
 
 void RootServer::complete() {
   std::vector<SocketAddress> addresses(static_cast<size_t>(nranks_));
-  for (const auto& [rank, member] : joined_)
+  std::vector<uint64_t> hostKeys(static_cast<size_t>(nranks_));
+  for (const auto& [rank, member] : joined_) {
     addresses[static_cast<size_t>(rank)] = member->listener;
+    hostKeys[static_cast<size_t>(rank)] = member->hostKey;
+  }
   // Each rank gets a few addresses, not the whole table (rank 0 apart): the root's work stays
   // O(n). The ranks pass the rest on over the ring they then connect, or down a tree from rank 0.
   for (auto& [rank, member] : joined_) {
     std::vector<SocketAddress> told;
-    for (int r : rootTableRanks(rank, nranks_)) told.push_back(addresses[static_cast<size_t>(r)]);
-    tell(std::move(member), FrameType::kTable, encodeAddressTable(told));
+    std::vector<uint64_t> toldKeys;
+    for (int r : rootTableRanks(rank, nranks_)) {
+      told.push_back(addresses[static_cast<size_t>(r)]);
+      toldKeys.push_back(hostKeys[static_cast<size_t>(r)]);
+    }
+    tell(std::move(member), FrameType::kTable, encodeAddressTable(told, toldKeys));
   }
   joined_.clear();
   done_ = true;

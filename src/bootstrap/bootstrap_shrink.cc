@@ -35,8 +35,6 @@ uint64_t digestOf(const std::vector<int>& excluded) {
   return h ^ excluded.size();
 }
 
-std::string rankText(int rank) { return "rank " + std::to_string(rank); }
-
 }  // namespace
 
 Status Bootstrap::Impl::recvWatching(int peer, uint32_t tag, void* data, size_t bytes,
@@ -125,6 +123,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::Impl::shrink(const std::vector<int
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
                    create(newRank, n, secret, std::move(listener), wait_));
   RETURN_IF_ERROR(impl->connect(std::move(peers), opDeadline()));
+  std::vector<uint64_t> hostKeys;
+  for (int r : kept) hostKeys.push_back(hostKeyOf(r));
+  impl->setHosts(std::move(hostKeys));
   BRAID_LOG(processLogger(), kInfo, kBoot, "rank %d of %d shrank to rank %d of %d", rank_, nranks_,
             newRank, n);
   return std::unique_ptr<Bootstrap>(new Bootstrap(std::move(impl)));

@@ -36,13 +36,15 @@ using RankBody = std::function<Status(int rank, Bootstrap& b)>;
 std::vector<Status> runRanks(int n, const braidUniqueId& id, const RankBody& body,
                              const std::string& ifname = "lo",
                              const std::function<void(int)>& beforeJoin = {},
-                             const WaitPolicy& wait = testWait()) {
+                             const WaitPolicy& wait = testWait(),
+                             const std::function<uint64_t(int)>& hostOf = {}) {
   std::vector<Status> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       if (beforeJoin) beforeJoin(r);
-      Result<std::unique_ptr<Bootstrap>> b = Bootstrap::join(id, r, n, ifname, wait);
+      Result<std::unique_ptr<Bootstrap>> b =
+          Bootstrap::join(id, r, n, ifname, wait, hostOf ? hostOf(r) : 0);
       if (!b.ok()) {
         out[static_cast<size_t>(r)] = b.status();
         return;
@@ -135,6 +137,40 @@ TEST_P(Rendezvous, AllGatherBarrierSendRecv) {
 // Up to 8 ranks the collectives go round the ring; 9 and up disseminate in log2 n rounds, and
 // the listeners come down a tree (16: four levels below rank 0).
 INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 8, 9, 13, 16));
+
+// With host keys at join, the collectives beyond 8 ranks gather through one rank per host: hosts
+// of even and uneven size, ranks of a host spread through the order, and a single host of more
+// than kHostGatherMaxRanks beside hosts of one (which disseminates as before). A split keeps the
+// hosts: its group of 9 or more gathers by host from its first collective.
+TEST(Bootstrap, CollectivesGatherThroughAHostLeader) {
+  struct Layout {
+    int n;
+    std::function<uint64_t(int)> hostOf;
+  };
+  const std::vector<Layout> layouts = {
+      {13, [](int r) { return uint64_t(r / 4); }},
+      {12, [](int r) { return uint64_t(r % 3); }},
+      {18, [](int r) { return uint64_t(r < 3    ? 7
+                                       : r < 10 ? 5
+                                                : 9 + r % 2); }},
+      {kHostGatherMaxRanks + 3,
+       [](int r) { return uint64_t(r < kHostGatherMaxRanks + 1 ? 0 : r); }},
+  };
+  for (const Layout& layout : layouts) {
+    SCOPED_TRACE("ranks " + std::to_string(layout.n));
+    expectAllOk(runRanks(
+        layout.n, newRoot(),
+        [](int r, Bootstrap& b) -> Status {
+          RETURN_IF_ERROR(checkedAllGather(r, b, 13));
+          RETURN_IF_ERROR(b.barrier());
+          RETURN_IF_ERROR(checkedAllGather(r, b, 0));
+          RETURN_IF_ERROR(checkedAllGather(r, b, 100000));  // larger than the socket buffers
+          ASSIGN_OR_RETURN(SplitResult half, b.split(r % 2, -r));
+          return checkedAllGather(half.bootstrap->rank(), *half.bootstrap, 7);
+        },
+        "lo", {}, testWait(), layout.hostOf));
+  }
+}
 
 TEST(Bootstrap, LateRanksStillJoin) {
   const braidUniqueId id = newRoot();
@@ -248,7 +284,7 @@ TEST(Bootstrap, SplitIntoColorsWithKeyOrder) {
 SocketAddress address(const char* text) { return SocketAddress::parse(text).value(); }
 
 TEST(BootstrapWire, JoinRoundTripsAndEveryClaimIsChecked) {
-  const JoinRequest join{2, 5, address("10.0.0.7:4242")};
+  const JoinRequest join{2, 5, address("10.0.0.7:4242"), 0x0123456789abcdefull};
   const std::vector<uint8_t> payload = encodeJoin(join);
   ASSERT_EQ(payload.size(), kJoinPayloadBytes);
   Result<JoinRequest> back = decodeJoin(payload);
@@ -256,6 +292,7 @@ TEST(BootstrapWire, JoinRoundTripsAndEveryClaimIsChecked) {
   EXPECT_EQ(back->rank, 2);
   EXPECT_EQ(back->nranks, 5);
   EXPECT_TRUE(back->listener == join.listener);
+  EXPECT_EQ(back->hostKey, join.hostKey);
 
   std::vector<uint8_t> shortOne(payload.begin(), payload.end() - 1);
   EXPECT_EQ(decodeJoin(shortOne).status().code(), braidRemoteError);
@@ -288,18 +325,22 @@ TEST(BootstrapWire, IdentifyAndAddressTables) {
 
   const std::vector<SocketAddress> addresses = {address("127.0.0.1:1"), address("[::1]:2"),
                                                 address("10.1.2.3:65535")};
-  const std::vector<uint8_t> table = encodeAddressTable(addresses);
-  Result<std::vector<SocketAddress>> decoded = decodeAddressTable(table, 3);
+  const std::vector<uint64_t> hostKeys = {7, 0, ~0ull};
+  const std::vector<uint8_t> table = encodeAddressTable(addresses, hostKeys);
+  Result<AddressTable> decoded = decodeAddressTable(table, 3);
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
-  for (size_t r = 0; r < addresses.size(); ++r) EXPECT_TRUE(decoded.value()[r] == addresses[r]);
+  for (size_t r = 0; r < addresses.size(); ++r) {
+    EXPECT_TRUE(decoded->listeners[r] == addresses[r]);
+    EXPECT_EQ(decoded->hostKeys[r], hostKeys[r]);
+  }
   // The size must match nranks exactly, and every entry must be an address with a port.
   EXPECT_FALSE(decodeAddressTable(table, 2).ok());
   EXPECT_FALSE(decodeAddressTable(table, 4).ok());
   EXPECT_FALSE(decodeAddressTable({}, 0).ok());
-  std::vector<uint8_t> zeroPort = encodeAddressTable({address("127.0.0.1:0")});
+  std::vector<uint8_t> zeroPort = encodeAddressTable({address("127.0.0.1:0")}, {0});
   EXPECT_NE(decodeAddressTable(zeroPort, 1).status().message().find("rank 0"), std::string::npos);
   std::vector<uint8_t> padded = table;
-  padded[12] = 1;  // nothing may hide in the unused bytes of an IPv4 entry
+  padded[12] = 1;  // nothing may hide in the unused bytes of an IPv4 entry (the first)
   EXPECT_FALSE(decodeAddressTable(padded, 3).ok());
 }
 

@@ -67,6 +67,7 @@ std::vector<uint8_t> encodeJoin(const JoinRequest& join) {
   putLe32(payload.data(), static_cast<uint32_t>(join.rank));
   putLe32(payload.data() + 4, static_cast<uint32_t>(join.nranks));
   join.listener.toWire(payload.data() + 8);
+  putLe64(payload.data() + 8 + SocketAddress::kWireBytes, join.hostKey);
   return payload;
 }
 
@@ -91,6 +92,7 @@ Result<JoinRequest> decodeJoin(const std::vector<uint8_t>& payload) {
     return invalidUsage(who + " sent a bad listener address");
   }
   join.listener = listener.value();
+  join.hostKey = getLe64(payload.data() + 8 + SocketAddress::kWireBytes);
   return join;
 }
 
@@ -134,32 +136,36 @@ std::vector<int> rootTableRanks(int rank, int nranks) {
   return ranks;
 }
 
-std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses) {
-  std::vector<uint8_t> table(addresses.size() * SocketAddress::kWireBytes);
-  for (size_t r = 0; r < addresses.size(); ++r) {
-    addresses[r].toWire(table.data() + r * SocketAddress::kWireBytes);
+std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& listeners,
+                                        const std::vector<uint64_t>& hostKeys) {
+  std::vector<uint8_t> table(listeners.size() * kAddressEntryBytes);
+  for (size_t r = 0; r < listeners.size(); ++r) {
+    uint8_t* entry = table.data() + r * kAddressEntryBytes;
+    listeners[r].toWire(entry);
+    putLe64(entry + SocketAddress::kWireBytes, hostKeys[r]);
   }
   return table;
 }
 
-Result<std::vector<SocketAddress>> decodeAddressTable(const std::vector<uint8_t>& table,
-                                                      int nranks) {
+Result<AddressTable> decodeAddressTable(const std::vector<uint8_t>& table, int nranks) {
   if (nranks < 1 || nranks > kMaxRanks ||
-      table.size() != static_cast<size_t>(nranks) * SocketAddress::kWireBytes) {
+      table.size() != static_cast<size_t>(nranks) * kAddressEntryBytes) {
     return remoteError("address table of " + std::to_string(table.size()) + " bytes for " +
                        std::to_string(nranks) + " ranks");
   }
-  std::vector<SocketAddress> addresses;
-  addresses.reserve(static_cast<size_t>(nranks));
+  AddressTable decoded;
+  decoded.listeners.reserve(static_cast<size_t>(nranks));
+  decoded.hostKeys.reserve(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
-    Result<SocketAddress> a =
-        SocketAddress::fromWire(table.data() + static_cast<size_t>(r) * SocketAddress::kWireBytes);
+    const uint8_t* entry = table.data() + static_cast<size_t>(r) * kAddressEntryBytes;
+    Result<SocketAddress> a = SocketAddress::fromWire(entry);
     if (!a.ok() || a->port() == 0) {
       return remoteError("address table: a bad address for rank " + std::to_string(r));
     }
-    addresses.push_back(a.value());
+    decoded.listeners.push_back(a.value());
+    decoded.hostKeys.push_back(getLe64(entry + SocketAddress::kWireBytes));
   }
-  return addresses;
+  return decoded;
 }
 
 std::vector<uint8_t> encodeErrorPayload(const Status& status) {

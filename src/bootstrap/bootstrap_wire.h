@@ -34,7 +34,7 @@ constexpr size_t kFrameHeaderBytes = 16;
 /// No frame may be longer, whatever the peer claims.
 constexpr uint32_t kMaxFrameBytes = 256u << 20;
 constexpr uint32_t kMaxErrorBytes = 4096;
-/// The most ranks a rendezvous accepts (the address table is nranks * 24 bytes).
+/// The most ranks a rendezvous accepts (the address table is nranks * 32 bytes).
 constexpr int kMaxRanks = 1 << 20;
 /// The message of PolledConn::readFrame when the peer closed between frames.
 constexpr const char* kConnectionClosed = "connection closed";
@@ -55,13 +55,15 @@ void encodeFrameHeader(const FrameHeader& header, uint8_t* out);
 /// maxLength (itself capped by kMaxFrameBytes).
 Result<FrameHeader> decodeFrameHeader(const uint8_t* in, uint32_t allowedTypes, uint32_t maxLength);
 
-/// The payload of a join frame (rank -> root): who the rank is and where its listener is.
+/// The payload of a join frame (rank -> root): who the rank is, where its listener is and which
+/// host it is on (Bootstrap::join's hostKey).
 struct JoinRequest {
   int rank = 0;
   int nranks = 0;
   SocketAddress listener;
+  uint64_t hostKey = 0;
 };
-constexpr size_t kJoinPayloadBytes = 8 + SocketAddress::kWireBytes;
+constexpr size_t kJoinPayloadBytes = 16 + SocketAddress::kWireBytes;
 std::vector<uint8_t> encodeJoin(const JoinRequest& join);
 /// Checks everything a joiner claims: the size (remoteError), nranks within 1..kMaxRanks, rank
 /// within 0..nranks-1 and a listener address with a port (invalidUsage naming the problem).
@@ -82,6 +84,10 @@ Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload);
 /// disseminate in ceil(log2 n) rounds over point-to-point connections, once every rank's listener
 /// is known, and the listeners themselves come down a binomial tree from rank 0.
 constexpr int kRingCollectiveMaxRanks = 8;
+/// Beyond kRingCollectiveMaxRanks, once the ranks' hosts are known (Bootstrap::setHosts) and
+/// span two hosts or more of at most this many ranks each, the collectives gather through one
+/// rank per host; a leader's share (a message from and to each of its host's ranks) stays small.
+constexpr int kHostGatherMaxRanks = 32;
 /// Beyond kRingCollectiveMaxRanks: the rank that passes `rank` every listener, rank + 2^k for
 /// the largest 2^k at most nranks - rank (0 for rank 0, the tree's root). Its edges are those of
 /// dissemination's rounds (a rank sends to rank - 2^k), so the connections serve both.
@@ -90,11 +96,18 @@ int addressParent(int rank, int nranks);
 /// neighbour, itself and its next; beyond kRingCollectiveMaxRanks also its addressParent, and
 /// rank 0 gets every rank's (the root's work stays O(n)).
 std::vector<int> rootTableRanks(int rank, int nranks);
-/// A table of listener addresses (the root's to each rank, the ranks' gathered one), in order.
-std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& addresses);
-/// remoteError unless `table` holds exactly nranks well-formed addresses with ports.
-Result<std::vector<SocketAddress>> decodeAddressTable(const std::vector<uint8_t>& table,
-                                                      int nranks);
+/// Ranks' listener addresses and host keys (the root's table to each rank, the ranks' gathered
+/// one), in order: kAddressEntryBytes a rank.
+struct AddressTable {
+  std::vector<SocketAddress> listeners;
+  std::vector<uint64_t> hostKeys;
+};
+constexpr size_t kAddressEntryBytes = SocketAddress::kWireBytes + 8;
+/// listeners and hostKeys of equal length.
+std::vector<uint8_t> encodeAddressTable(const std::vector<SocketAddress>& listeners,
+                                        const std::vector<uint64_t>& hostKeys);
+/// remoteError unless `table` holds exactly nranks entries of well-formed addresses with ports.
+Result<AddressTable> decodeAddressTable(const std::vector<uint8_t>& table, int nranks);
 
 /// Error frames carry a status code and its message.
 std::vector<uint8_t> encodeErrorPayload(const Status& status);

@@ -91,8 +91,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const braidUniqueId& 
   WaitPolicy wait{config.timeoutSeconds, nullptr};
   wait.peerTimeoutSeconds = config.peerTimeoutSeconds;
   PhaseTimer timer;
+  // The host key lets the bootstrap's collectives gather through a rank per host.
   ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap,
-                   Bootstrap::join(id, rank, nranks, config.socketIfname, wait));
+                   Bootstrap::join(id, rank, nranks, config.socketIfname, wait,
+                                   hostHash(hostIdentity(config.hostId))));
   timer.end("join");
   return fromBootstrap(std::move(bootstrap), std::move(config), std::move(logger),
                        std::move(timer));
@@ -274,29 +276,30 @@ Result<Communicator::NetworkLinks> Communicator::setUpNetwork(TransportContext c
   NetworkLinks links;
   std::vector<Transport*> transports(nranks_, nullptr);
   int viaShmCount = 0, viaSocket = 0, viaIb = 0;
+  // Why a peer goes over its transport, for a trace line: a line a peer is n lines a rank.
+  auto reason = [&](int p, const Transport* t) -> std::string {
+    if (t == &ib) {
+      return remote(p) ? "another host, " + ib.deviceDescription() : "BRAID_TRANSPORT excludes shm";
+    }
+    if (t == &socket) {
+      if (!wantSocket[p]) return "rank " + std::to_string(p) + " asked for TCP";
+      if (remote(p)) return ibMissing ? "another host, no RDMA" : "another host";
+      return shmAllowed ? "shared memory unreachable" : "BRAID_TRANSPORT excludes shm";
+    }
+    return "same host";
+  };
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
-    std::string why;
     if (ib.canConnect(p)) {
       transports[p] = &ib;
       ++viaIb;
       links.rdmaBetweenHosts |= remote(p);
-      why = remote(p) ? "another host, " + ib.deviceDescription() : "BRAID_TRANSPORT excludes shm";
     } else if (socket.canConnect(p)) {
       transports[p] = &socket;
       ++viaSocket;
-      if (!wantSocket[p])
-        why = "rank " + std::to_string(p) + " asked for TCP";
-      else if (remote(p))
-        why = ibMissing ? "another host, no RDMA" : "another host";
-      else if (!shmAllowed)
-        why = "BRAID_TRANSPORT excludes shm";
-      else
-        why = "shared memory unreachable";
     } else if (viaShm(p)) {
       transports[p] = &shm;
       ++viaShmCount;
-      why = "same host";
     } else {
       BRAID_LOG(*logger_, kWarn, kInit,
                 "no transport reaches rank %d on host %s (BRAID_TRANSPORT=%s): collectives "
@@ -304,8 +307,8 @@ Result<Communicator::NetworkLinks> Communicator::setUpNetwork(TransportContext c
                 p, peers_[p].hostName, filter.describe().c_str());
       continue;
     }
-    BRAID_LOG(*logger_, kInfo, kInit, "rank %d -> rank %d on %s: %s (%s)", rank_, p,
-              peers_[p].hostName, transports[p]->name().data(), why.c_str());
+    BRAID_LOG(*logger_, kTrace, kInit, "rank %d -> rank %d on %s: %s (%s)", rank_, p,
+              peers_[p].hostName, transports[p]->name().data(), reason(p, transports[p]).c_str());
   }
   connectors_ = ConnectorTable(rank_, maxChannels_ + 1, std::move(transports));
   links.summary = "shm to " + std::to_string(viaShmCount) + ", socket to " +

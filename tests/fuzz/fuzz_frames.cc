@@ -49,10 +49,12 @@ void fuzzPayloads(const uint8_t* data, size_t size) {
   if (Result<Identify> identify = decodeIdentify(payload); identify.ok()) {
     check(encodeIdentify(identify.value()) == payload);
   }
-  const int nranks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(size / 24, 64)));
-  if (Result<std::vector<SocketAddress>> table = decodeAddressTable(payload, nranks); table.ok()) {
-    check(table->size() == static_cast<size_t>(nranks));
-    check(encodeAddressTable(table.value()) == payload);
+  const int nranks =
+      static_cast<int>(std::max<size_t>(1, std::min<size_t>(size / kAddressEntryBytes, 64)));
+  if (Result<AddressTable> table = decodeAddressTable(payload, nranks); table.ok()) {
+    check(table->listeners.size() == static_cast<size_t>(nranks));
+    check(table->hostKeys.size() == static_cast<size_t>(nranks));
+    check(encodeAddressTable(table->listeners, table->hostKeys) == payload);
   }
   const Status error = decodeErrorPayload(payload, "peer");
   check(error.code() > braidSuccess && error.code() <= braidTimeout);

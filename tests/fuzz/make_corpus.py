@@ -51,9 +51,11 @@ def write(target, name, data):
 
 
 def main():
-    join = struct.pack("<ii", 2, 4) + wire_v4(127, 0, 0, 1, 40000)
+    join = struct.pack("<ii", 2, 4) + wire_v4(127, 0, 0, 1, 40000) + struct.pack("<Q", 0x5eed)
     identify = struct.pack("<Iii", 1, 3, 4)
-    table = b"".join(wire_v4(10, 0, 0, r + 1, 41000 + r) for r in range(3))
+    # Each entry: a listener address, then its rank's host key.
+    table = b"".join(wire_v4(10, 0, 0, r + 1, 41000 + r) + struct.pack("<Q", r // 2)
+                     for r in range(3))
     all_types = 0xFE
 
     # fuzz_frames: 0 header, 1 payloads, 2 stream, 3 parting words.
