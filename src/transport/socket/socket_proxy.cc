@@ -94,19 +94,21 @@ void SocketProxy::takeAdopted() {
 }
 
 void SocketProxy::allocate() {
-  const int n = options().nranks;
-  const int channels = options().maxChannels;
-  const uint32_t nslots = options().nslots;
-  send_.resize(size_t(n) * channels);
-  recv_.resize(size_t(n) * channels);
-  for (int r = 0; r < n; ++r) {
-    if (!linked(r)) continue;
-    for (int c = 0; c < channels; ++c) {
-      const size_t f = fifos().index(r, c);
-      send_[f].piecesLeft.assign(nslots, 0);
-      recv_[f].slots.assign(nslots, SlotAssembly{});
-    }
-  }
+  const size_t fifoCount = size_t(options().nranks) * options().maxChannels;
+  send_.resize(fifoCount);
+  recv_.resize(fifoCount);
+}
+
+std::vector<uint32_t>& SocketProxy::piecesLeft(size_t f) {
+  std::vector<uint32_t>& left = send_[f].piecesLeft;
+  if (left.empty()) left.assign(options().nslots, 0);
+  return left;
+}
+
+std::vector<SocketProxy::SlotAssembly>& SocketProxy::assemblies(size_t f) {
+  std::vector<SlotAssembly>& slots = recv_[f].slots;
+  if (slots.empty()) slots.assign(options().nslots, SlotAssembly{});
+  return slots;
 }
 
 SocketProxy::~SocketProxy() { close(false, 0); }
@@ -212,7 +214,7 @@ void SocketProxy::queuePieces(size_t f, int peer, int channel, const FifoView& v
   const SlotHeader& h = v.headers[index];
   const uint32_t total = std::min(h.bytes, slotBytes);
   const uint32_t pieces = pieceCount(total, ids.size());
-  send_[f].piecesLeft[index] = pieces;
+  piecesLeft(f)[index] = pieces;
   uint32_t offset = 0;
   for (uint32_t i = 0; i < pieces; ++i) {
     const uint32_t len = total / pieces + (i < total % pieces ? 1 : 0);
@@ -348,12 +350,12 @@ bool SocketProxy::flushStream(Stream& s) {
 
 void SocketProxy::pieceWritten(const OutItem& item) {
   if (item.fifo < 0) return;
-  std::vector<uint32_t>& piecesLeft = send_[item.fifo].piecesLeft;
+  std::vector<uint32_t>& left = piecesLeft(size_t(item.fifo));
   SendCredits& credits = sendCredits(item.fifo);
   const uint32_t nslots = options().nslots;
-  --piecesLeft[item.seq % nslots];
+  --left[item.seq % nslots];
   const uint64_t before = credits.released;
-  while (credits.released < credits.queued && piecesLeft[credits.released % nslots] == 0) {
+  while (credits.released < credits.queued && left[credits.released % nslots] == 0) {
     ++credits.released;
   }
   if (credits.released != before) {
@@ -445,7 +447,7 @@ Status SocketProxy::frameArrived(Stream& s) {
                              std::to_string(h.bytes) + ") of a " + std::to_string(h.total) +
                              "-byte slot does not fit (BRAID_CHUNK_BYTES differ between ranks?)");
       }
-      SlotAssembly& a = recv_[f].slots[h.seq % nslots];
+      SlotAssembly& a = assemblies(f)[h.seq % nslots];
       if (a.seq != h.seq) {
         if (a.seq != UINT64_MAX)
           return internalError("slot " + std::to_string(h.seq) + " overlaps an unposted slot");
@@ -492,7 +494,7 @@ Status SocketProxy::payloadDone(Stream& s) {
   }
   const size_t f = fifos().index(s.peer, static_cast<int>(h.channel));
   const uint32_t nslots = options().nslots;
-  std::vector<SlotAssembly>& slots = recv_[f].slots;
+  std::vector<SlotAssembly>& slots = assemblies(f);
   RecvCredits& credits = recvCredits(f);
   SlotAssembly& a = slots[h.seq % nslots];
   a.got += h.bytes;

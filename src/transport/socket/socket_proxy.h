@@ -95,6 +95,10 @@ class SocketProxy final : public NetworkProxy {
 
   explicit SocketProxy(ProxyOptions options);
   void allocate();
+  /// Send FIFO f's pieces left per slot, and receive FIFO f's slots being assembled: made on
+  /// first use (the proxy thread), since most linked peers of a large group never exchange data.
+  std::vector<uint32_t>& piecesLeft(size_t f);
+  std::vector<SlotAssembly>& assemblies(size_t f);
   /// Takes in the streams adopt() queued (the proxy thread).
   void takeAdopted();
 
