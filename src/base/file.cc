@@ -108,24 +108,34 @@ Status saveKeyedFile(const std::string& dir, const std::string& prefix, const st
   const std::string path = keyedFilePath(dir, prefix, key);
   RETURN_IF_ERROR(writeFileAtomically(path, bytes));
   // Each key leaves a file: the oldest others go once there are more than `keep` in all.
+  removeOldestFiles(dir, prefix, ".bin", path, keep);
+  return okStatus();
+}
+
+void removeOldestFiles(const std::string& dir, const std::string& prefix,
+                       const std::string& extension, const std::string& spare, int keep,
+                       const std::vector<std::string>& companionSuffixes) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::vector<std::pair<fs::file_time_type, fs::path>> kept;
+  std::vector<std::pair<fs::file_time_type, fs::path>> others;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(prefix + "-", 0) != 0 || e.path().extension() != ".bin" ||
-        e.path().filename() == fs::path(path).filename()) {
+    if (name.rfind(prefix + "-", 0) != 0 || e.path().extension() != extension ||
+        e.path().filename() == fs::path(spare).filename()) {
       continue;
     }
     const fs::file_time_type written = e.last_write_time(ec);
-    if (!ec) kept.emplace_back(written, e.path());
+    if (!ec) others.emplace_back(written, e.path());
   }
-  const size_t limit = size_t(std::max(keep, 1)) - 1;  // besides the file just written
-  if (kept.size() > limit) {
-    std::sort(kept.begin(), kept.end());
-    for (size_t i = 0; i + limit < kept.size(); ++i) fs::remove(kept[i].second, ec);
+  const size_t limit = size_t(std::max(keep, 1)) - 1;  // besides the spared file
+  if (others.size() <= limit) return;
+  std::sort(others.begin(), others.end());
+  for (size_t i = 0; i + limit < others.size(); ++i) {
+    fs::remove(others[i].second, ec);
+    for (const std::string& suffix : companionSuffixes) {
+      fs::remove(others[i].second.string() + suffix, ec);
+    }
   }
-  return okStatus();
 }
 
 }  // namespace braid

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -19,6 +20,13 @@ Result<std::string> readFile(const std::string& path);
 Status makeDirs(const std::string& dir);
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
 Status writeFileAtomically(const std::string& path, const std::string& bytes);
+
+/// Keeps the `keep` most recently modified files named PREFIX-*EXTENSION in `dir`, `spare` (a
+/// path) always among them, and removes the others, each with its companions (its path followed
+/// by each of `companionSuffixes`).
+void removeOldestFiles(const std::string& dir, const std::string& prefix,
+                       const std::string& extension, const std::string& spare, int keep,
+                       const std::vector<std::string>& companionSuffixes = {});
 
 /// The file under `dir` that keeps what was computed from `key`: dir/PREFIX-HASH.bin.
 std::string keyedFilePath(const std::string& dir, const std::string& prefix,

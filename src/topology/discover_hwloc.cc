@@ -7,6 +7,7 @@
 // node, a kPciSwitch when it holds several bridges or device slots, else a kPciBridge (a root port
 // above one device); OS devices fold into their PCI device (naming it, and making it a NIC when
 // one of them is a network or OpenFabrics device).
+#include "base/file.h"
 #include "braid_build_config.h"
 #include "topology/discover_internal.h"
 #include "topology/topology_cache.h"
@@ -337,6 +338,11 @@ Result<HwlocTopology> loadHwloc(const std::string& xml, bool thisSystem) {
   return topo;
 }
 
+// Topology entries a cache folder keeps, the most recently used: the key changes with the boot and
+// the network namespace (topology_cache.h), so a host whose jobs each get a namespace of their own
+// (containers, the tests' namespace hosts) would otherwise leave a file a job.
+constexpr int kTopologyEntriesKept = 64;
+
 // This machine's topology from its cache entry when there is one, else probed and written there
 // for the processes after this one (topology_cache.h). An entry that cannot be read or written
 // costs only the probe.
@@ -349,13 +355,21 @@ Result<HwlocTopology> probeThroughCache(const TopologyOptions& options) {
   TopologyCacheLock lock(entry);
   if (std::filesystem::is_regular_file(entry, ec)) {
     Result<HwlocTopology> cached = loadHwloc(entry, true);
-    if (cached.ok()) return cached;
+    if (cached.ok()) {
+      // Marked as used, so that the entries removed are the least recently used.
+      std::filesystem::last_write_time(entry, std::filesystem::file_time_type::clock::now(), ec);
+      return cached;
+    }
   }
   ASSIGN_OR_RETURN(HwlocTopology topo, loadHwloc("", false));
   annotateNetSpeeds(topo.get(), options.sysfsRoot);
   const std::string partial = entry + ".part" + std::to_string(::getpid());
   if (hwloc_topology_export_xml(topo.get(), partial.c_str(), 0) == 0) {
     std::filesystem::rename(partial, entry, ec);
+    if (!ec) {
+      removeOldestFiles(options.cacheDir, "topology", ".xml", entry, kTopologyEntriesKept,
+                        {".lock"});
+    }
   } else {
     ec = std::make_error_code(std::errc::io_error);
   }

@@ -265,6 +265,50 @@ TEST_F(DiscoverXml, ThisMachineIsProbedOnceThenLoadedFromTheCache) {
   EXPECT_TRUE(discoverTopology(options).value() == probed.value());  // rewritten
 }
 
+// The cache keeps the 64 entries used last: a probe that writes an entry removes the oldest
+// others with their lock files, and an entry read counts as used.
+TEST_F(DiscoverXml, TheCacheKeepsTheEntriesUsedLast) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  TopologyOptions options;
+  options.cacheDir = dir.file("cache");
+  fs::create_directories(options.cacheDir);
+  const auto now = fs::file_time_type::clock::now();
+  for (int i = 0; i < 70; ++i) {
+    const std::string entry = options.cacheDir + "/topology-old" + std::to_string(i) + ".xml";
+    std::ofstream(entry) << "an entry of another boot";
+    std::ofstream(entry + ".lock");
+    fs::last_write_time(entry, now - std::chrono::hours(100 - i));
+  }
+  std::ofstream(options.cacheDir + "/grid-x.bin") << "not the topology's";
+  ASSERT_TRUE(discoverTopology(options).ok());
+  auto count = [&](const std::string& extension) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(options.cacheDir)) {
+      n += e.path().filename().string().starts_with("topology-") &&
+           e.path().extension() == extension;
+    }
+    return n;
+  };
+  EXPECT_EQ(count(".xml"), 64);
+  EXPECT_EQ(count(".lock"), 64);  // the new entry's and those of the 63 newest others
+  EXPECT_FALSE(fs::exists(options.cacheDir + "/topology-old6.xml"));
+  EXPECT_FALSE(fs::exists(options.cacheDir + "/topology-old6.xml.lock"));
+  EXPECT_TRUE(fs::exists(options.cacheDir + "/topology-old7.xml"));
+  EXPECT_TRUE(fs::exists(options.cacheDir + "/grid-x.bin"));
+
+  // Read, this machine's entry is marked as used.
+  std::string mine;
+  for (const auto& e : fs::directory_iterator(options.cacheDir)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".xml" && !name.starts_with("topology-old")) mine = e.path();
+  }
+  ASSERT_FALSE(mine.empty());
+  fs::last_write_time(mine, now - std::chrono::hours(200));
+  ASSERT_TRUE(discoverTopology(options).ok());
+  EXPECT_GT(fs::last_write_time(mine), now - std::chrono::hours(1));
+}
+
 // Discovery leaves hwloc's plugins for GPUs, displays and libxml2 closed through the variable
 // hwloc reads, and the process's environment as it found it: unset again, or the user's value.
 // Where the environment sets it already (the sanitizer stage of .ci/run leaves hwloc's PCI plugin
