@@ -375,9 +375,8 @@ Status Bootstrap::Impl::allGather(void* data, size_t bytesPerRank, RingOp op, do
   const Deadline deadline = opDeadline(graceSeconds);
   if (everyAddress_ && nranks_ > kRingCollectiveMaxRanks &&
       bytesPerRank * size_t(nranks_) <= kMaxFrameBytes) {
-    const bool byHost = hosts_.members.size() > 1 && hosts_.largest() <= kHostGatherMaxRanks;
-    Status s = byHost ? gatherByHost(bytes, bytesPerRank, op, deadline)
-                      : disseminate(bytes, bytesPerRank, op, deadline);
+    Status s = hosts_.gatherByHost ? gatherByHost(bytes, bytesPerRank, op, deadline)
+                                   : disseminate(bytes, bytesPerRank, op, deadline);
     return s.ok() ? s : breakRing(s);
   }
   // Step s forwards the block that came from rank - s: after nranks-1 steps each rank has all.

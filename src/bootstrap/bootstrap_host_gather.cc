@@ -20,13 +20,10 @@ HostGroups HostGroups::fromKeys(const std::vector<uint64_t>& hostOfRank) {
     groups.members[size_t(it->second)].push_back(static_cast<int>(r));
     groups.hostOf[r] = it->second;
   }
+  size_t largest = 0;
+  for (const std::vector<int>& m : groups.members) largest = std::max(largest, m.size());
+  groups.gatherByHost = groups.members.size() > 1 && largest <= size_t(kHostGatherMaxRanks);
   return groups;
-}
-
-size_t HostGroups::largest() const {
-  size_t most = 0;
-  for (const std::vector<int>& m : members) most = std::max(most, m.size());
-  return most;
 }
 
 Status Bootstrap::Impl::gatherByHost(uint8_t* data, size_t bytesPerRank, RingOp op,

@@ -57,9 +57,10 @@ struct HostGroups {
   /// Hosts in the order of their lowest rank; each host's ranks ascending, the first its leader.
   std::vector<std::vector<int>> members;
   std::vector<int> hostOf;  ///< rank -> index into members
+  /// Two hosts or more, none of more than kHostGatherMaxRanks: the collectives gather by host.
+  bool gatherByHost = false;
 
   static HostGroups fromKeys(const std::vector<uint64_t>& hostOfRank);
-  size_t largest() const;
 };
 
 /// Frames from one peer (of one purpose) that nobody has taken yet.

@@ -84,9 +84,9 @@ Result<Identify> decodeIdentify(const std::vector<uint8_t>& payload);
 /// disseminate in ceil(log2 n) rounds over point-to-point connections, once every rank's listener
 /// is known, and the listeners themselves come down a binomial tree from rank 0.
 constexpr int kRingCollectiveMaxRanks = 8;
-/// Beyond kRingCollectiveMaxRanks, once the ranks' hosts are known (Bootstrap::setHosts) and
-/// span two hosts or more of at most this many ranks each, the collectives gather through one
-/// rank per host; a leader's share (a message from and to each of its host's ranks) stays small.
+/// Beyond kRingCollectiveMaxRanks, where the ranks' host keys (Bootstrap::join) span two hosts
+/// or more of at most this many ranks each, the collectives gather through one rank per host; a
+/// leader's share (a message from and to each of its host's ranks) stays small.
 constexpr int kHostGatherMaxRanks = 32;
 /// Beyond kRingCollectiveMaxRanks: the rank that passes `rank` every listener, rank + 2^k for
 /// the largest 2^k at most nranks - rank (0 for rank 0, the tree's root). Its edges are those of
